@@ -1,0 +1,84 @@
+"""The two built-in backends: refimpl itself, and torch's own implementations."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+
+class RefimplBackend:
+    """refimpl's own components: the oracle checked against itself."""
+
+    name = "refimpl"
+
+    @property
+    def version(self) -> str:
+        import refimpl
+
+        return f"refimpl {refimpl.__version__}"
+
+    def fx_graph_cse(self, graph):
+        from refimpl.cse import fx_graph_cse
+
+        return fx_graph_cse(graph)
+
+    def flop_counter(self, **kwargs):
+        from refimpl.flops.counter import FlopCounterMode
+
+        return FlopCounterMode(**kwargs)
+
+    def compile(self, fn, *, memory_budget=None):
+        from refimpl.partition.api import compile as refimpl_compile
+
+        return refimpl_compile(fn, memory_budget=memory_budget)
+
+    def checkpoint(self, module):
+        from refimpl.checkpointing import checkpoint
+
+        return checkpoint(module)
+
+    def optimize_layout(self, gm, example_inputs):
+        from refimpl.layout import optimize_layout
+
+        return optimize_layout(gm, example_inputs)
+
+
+class TorchBackend:
+    """torch's implementations: fx_graph_cse, FlopCounterMode, the min-cut partitioner
+    behind ``aot_eager_decomp_partition``, and the composable checkpoint. torch has no
+    standalone layout pass (inductor decides layouts while lowering), so that component is
+    left out and reported as skipped."""
+
+    name = "torch"
+    version = f"torch {torch.__version__}"
+
+    def fx_graph_cse(self, graph):
+        from torch._functorch.compile_utils import fx_graph_cse
+
+        return fx_graph_cse(graph)
+
+    def flop_counter(self, **kwargs):
+        from torch.utils.flop_counter import FlopCounterMode
+
+        return FlopCounterMode(**kwargs)
+
+    def compile(self, fn, *, memory_budget=None):
+        import torch._functorch.config as fconfig
+
+        compiled = torch.compile(fn, backend="aot_eager_decomp_partition")
+        budget = 1.0 if memory_budget is None else memory_budget
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any):
+            # The budget is read when the graph is partitioned, at the first call.
+            with fconfig.patch(activation_memory_budget=budget):
+                return compiled(*args, **kwargs)
+
+        return run
+
+    def checkpoint(self, module):
+        from torch.distributed._composable import checkpoint
+
+        return checkpoint(module)

@@ -1,0 +1,1 @@
+"""Helpers for test suites: Hypothesis profiles, the accuracy rule, assertion helpers."""
