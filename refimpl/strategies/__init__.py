@@ -1,0 +1,37 @@
+"""Public Hypothesis strategies: graphs, shapes, conv configs, module stacks, conv nets.
+
+Each family lives in its own submodule; a name is looked up in them lazily, so importing
+``refimpl.strategies`` does not import every family.
+
+| submodule   | what it generates |
+| ----------- | ----------------- |
+| conv        | convolution configs (1-3 spatial dims, groups, stride, padding, transposed, ...) |
+| matmul      | shapes for the mm family |
+| graphs      | random FX op graphs (``op_graphs``) |
+| programs    | random differentiable programs with weights, for the partitioner |
+| modules     | random module stacks, for the checkpoint wrapper |
+| conv_nets   | random conv nets, for the layout pass |
+"""
+
+from __future__ import annotations
+
+import importlib
+
+SUBMODULES = ("conv", "matmul", "graphs", "programs", "modules", "conv_nets")
+
+
+def __getattr__(name: str):
+    if name.startswith("_"):
+        raise AttributeError(name)
+    for sub in SUBMODULES:
+        try:
+            module = importlib.import_module(f"{__name__}.{sub}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{sub}":
+                raise
+            continue
+        if name in getattr(module, "__all__", ()):
+            value = getattr(module, name)
+            globals()[name] = value
+            return value
+    raise AttributeError(f"refimpl.strategies has no strategy {name!r}")
