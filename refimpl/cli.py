@@ -14,6 +14,7 @@ import sys
 COMMANDS: dict[str, str] = {
     "flops": "refimpl.flops.cli",
     "pareto": "refimpl.partition.pareto",
+    "fuzz": "refimpl.fuzz.cli",
 }
 
 

@@ -1,0 +1,42 @@
+"""The options of one fuzz campaign, as one frozen value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+COMPONENTS = ("flops", "cse", "partition", "checkpoint", "layout")
+
+
+@dataclass(frozen=True)
+class FuzzOptions:
+    """What to fuzz, against what, for how long, and where to write what is found.
+
+    Exactly one of ``max_examples`` and ``minutes`` bounds the campaign: ``max_examples`` is
+    the number of examples per property; ``minutes`` repeats rounds (each with a fresh seed)
+    until that wall time has passed.
+    """
+
+    target: str = "refimpl"
+    components: tuple[str, ...] = COMPONENTS
+    max_examples: int | None = 10
+    minutes: float | None = None
+    seed: int = 0
+    out: Path = Path("fuzz-out")
+    jobs: int = 1
+    database: str | None = None  # a directory, or redis://host:port/db
+    properties: Path | None = None  # the property suite's folder (default: the source tree's)
+
+    def __post_init__(self) -> None:
+        unknown = [c for c in self.components if c not in COMPONENTS]
+        if unknown or not self.components:
+            raise ValueError(f"components={list(self.components)}: each must be one of "
+                             f"{', '.join(COMPONENTS)}")
+        if (self.max_examples is None) == (self.minutes is None):
+            raise ValueError("give exactly one of max_examples and minutes")
+        if self.max_examples is not None and self.max_examples < 1:
+            raise ValueError(f"max_examples={self.max_examples} must be at least 1")
+        if self.minutes is not None and self.minutes <= 0:
+            raise ValueError(f"minutes={self.minutes} must be positive")
+        if self.jobs < 1:
+            raise ValueError(f"jobs={self.jobs} must be at least 1")
