@@ -43,7 +43,7 @@ class _Names(dict):
                 return getattr(source, name)
             except AttributeError:
                 continue
-        raise NameError(name)
+        raise KeyError(name)  # lets eval go on to the builtins
 
 
 def _load(properties: Path, nodeid: str):

@@ -42,7 +42,8 @@ def summary_table(results: Sequence[PropertyResult]) -> str:
 
 
 def _filename(result: PropertyResult) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", result.nodeid.split("/")[-1]).strip("_") + ".py"
+    name = result.nodeid.split("/")[-1].replace(".py::", "__")
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_") + ".py"
 
 
 def write_reproducers(results: Sequence[PropertyResult], opts: FuzzOptions,

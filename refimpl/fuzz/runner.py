@@ -71,7 +71,7 @@ def _run_round(opts: FuzzOptions, suite: dict[str, list[Path]], seed: int,
             events = opts.out / f"events-{comp}-{round_no}.jsonl"
             events.unlink(missing_ok=True)
             bar = tqdm(desc=f"{comp:<10}", unit="prop", position=len(running), leave=True,
-                       file=sys.stderr)
+                       file=sys.stderr, disable=None)  # disable=None: no bar off a terminal
             running[comp] = (_worker(opts, comp, suite[comp], seed, events), events, bar)
         time.sleep(0.2)
         for comp, (proc, events, bar) in list(running.items()):
@@ -82,6 +82,8 @@ def _run_round(opts: FuzzOptions, suite: dict[str, list[Path]], seed: int,
             bar.refresh()
             if proc.poll() is not None:
                 bar.close()
+                failed = sum(e["outcome"] == "failed" for e in done)
+                print(f"{comp}: {len(done)} properties, {failed} failed", flush=True)
                 results += [PropertyResult(comp, e["nodeid"], e["outcome"], e["examples"],
                                            e["reason"], e["message"], e["example"])
                             for e in done]
