@@ -39,7 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="examples per property (default: 10)")
     bound.add_argument("--minutes", type=_positive(float), default=None,
                        help="repeat rounds with fresh seeds until this much time has passed")
-    parser.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default: 0)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="fix Hypothesis's seed for repeatable rounds (Hypothesis then "
+                             "neither reads nor writes the example database)")
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"),
                         help="folder for report.json, reproducers/ and logs (default: fuzz-out)")
     parser.add_argument("--jobs", type=_positive(int), default=1,

@@ -40,7 +40,7 @@ class PropertyResult:
     example: str | None = None  # the shrunk failing call, as Hypothesis printed it
 
 
-def _worker(opts: FuzzOptions, component: str, files: list[Path], seed: int,
+def _worker(opts: FuzzOptions, component: str, files: list[Path], seed: int | None,
             events: Path) -> subprocess.Popen:
     settings = {"database": opts.database or str(opts.out / "hypothesis-db")}
     if opts.max_examples is not None:
@@ -48,8 +48,10 @@ def _worker(opts: FuzzOptions, component: str, files: list[Path], seed: int,
     env = dict(os.environ, HYPOTHESIS_PROFILE="fuzz", REFIMPL_FUZZ_EVENTS=str(events),
                REFIMPL_FUZZ_SETTINGS=json.dumps(settings), REFIMPL_TARGET=opts.target)
     cmd = [sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", "refimpl.fuzz.events",
-           "-p", "no:cacheprovider", f"--hypothesis-seed={seed}", "--refimpl-target",
-           opts.target, "-o", "addopts=", "--rootdir", str(files[0].parent.parent)]
+           "-p", "no:cacheprovider", "--refimpl-target", opts.target, "-o", "addopts=",
+           "--rootdir", str(files[0].parent.parent)]
+    if seed is not None:
+        cmd.append(f"--hypothesis-seed={seed}")
     log = (opts.out / f"{component}.log").open("a")
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
@@ -60,7 +62,7 @@ def _read_events(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _run_round(opts: FuzzOptions, suite: dict[str, list[Path]], seed: int,
+def _run_round(opts: FuzzOptions, suite: dict[str, list[Path]], seed: int | None,
                round_no: int) -> list[PropertyResult]:
     pending = [c for c in opts.components if suite[c]]
     running: dict[str, tuple[subprocess.Popen, Path, tqdm]] = {}
@@ -119,7 +121,8 @@ def run_campaign(opts: FuzzOptions) -> list[PropertyResult]:
     deadline = time.monotonic() + 60 * opts.minutes if opts.minutes else None
     rounds, round_no = [], 0
     while True:
-        rounds.append(_run_round(opts, suite, opts.seed + round_no, round_no))
+        seed = None if opts.seed is None else opts.seed + round_no
+        rounds.append(_run_round(opts, suite, seed, round_no))
         round_no += 1
         if deadline is None or time.monotonic() >= deadline:
             break
