@@ -4,8 +4,8 @@ Loaded with ``-p refimpl.fuzz.events`` in each worker; it reads two environment 
 
 ``REFIMPL_FUZZ_EVENTS``    the file to append events to, one JSON object per line:
                            ``{"event": "collected", "count": N}`` once, then per property
-                           ``{"event": "result", "nodeid", "outcome", "examples", "reason",
-                           "message", "example"}``.
+                           ``{"event": "result", "nodeid", "outcome", "examples", "seconds",
+                           "reason", "message", "example"}``.
 ``REFIMPL_FUZZ_SETTINGS``  JSON overrides of the Hypothesis profile in force
                            (``max_examples``, ``database``).
 
@@ -92,5 +92,6 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         crash = getattr(report.longrepr, "reprcrash", None)
         message = crash.message if crash else str(report.longrepr)[-2000:]
     _recorder.emit(event="result", nodeid=report.nodeid, outcome=report.outcome,
-                   examples=_recorder.examples, reason=reason, message=message,
+                   examples=_recorder.examples, seconds=report.duration, reason=reason,
+                   message=message,
                    example=_recorder.failing if report.failed else None)

@@ -36,9 +36,10 @@ sys.exit(replay(properties={properties!r}, nodeid={nodeid!r}, target={target!r},
 
 
 def summary_table(results: Sequence[PropertyResult]) -> str:
-    rows = [(r.nodeid, r.examples, 1 if r.outcome == "failed" else 0,
+    rows = [(r.nodeid, r.examples, f"{r.seconds:.1f}", 1 if r.outcome == "failed" else 0,
              r.reason if r.outcome == "skipped" else "") for r in results]
-    return tabulate(rows, headers=("property", "examples", "failures", "skipped because"))
+    return tabulate(rows, headers=("property", "examples", "seconds", "failures",
+                                   "skipped because"))
 
 
 def _filename(result: PropertyResult) -> str:

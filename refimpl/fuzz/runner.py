@@ -35,6 +35,7 @@ class PropertyResult:
     nodeid: str
     outcome: str  # passed | failed | skipped
     examples: int
+    seconds: float = 0.0  # time spent running the property
     reason: str = ""  # why it was skipped
     message: str = ""  # the assertion that failed: expected and observed
     example: str | None = None  # the shrunk failing call, as Hypothesis printed it
@@ -87,7 +88,7 @@ def _run_round(opts: FuzzOptions, suite: dict[str, list[Path]], seed: int | None
                 failed = sum(e["outcome"] == "failed" for e in done)
                 print(f"{comp}: {len(done)} properties, {failed} failed", flush=True)
                 results += [PropertyResult(comp, e["nodeid"], e["outcome"], e["examples"],
-                                           e["reason"], e["message"], e["example"])
+                                           e["seconds"], e["reason"], e["message"], e["example"])
                             for e in done]
                 if proc.returncode not in (0, 1, 5):  # 5: no property collected
                     results.append(PropertyResult(
@@ -104,9 +105,11 @@ def _fold(rounds: list[list[PropertyResult]]) -> list[PropertyResult]:
         if old is None:
             merged[result.nodeid] = result
         elif old.outcome == "failed":
-            merged[result.nodeid] = replace(old, examples=old.examples + result.examples)
+            merged[result.nodeid] = replace(old, examples=old.examples + result.examples,
+                                            seconds=old.seconds + result.seconds)
         else:
-            merged[result.nodeid] = replace(result, examples=old.examples + result.examples)
+            merged[result.nodeid] = replace(result, examples=old.examples + result.examples,
+                                            seconds=old.seconds + result.seconds)
     return list(merged.values())
 
 
