@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from refimpl.fuzz.options import COMPONENTS, FuzzOptions
+from refimpl.testing.profiles import PROFILES
 
 HELP = "run the property suite against a backend; write reproducers for what fails"
 
@@ -48,6 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="components run side by side in worker processes (default: 1)")
     parser.add_argument("--database", default=None,
                         help="shared example database: a folder or redis://host:port/db")
+    parser.add_argument("--profile", choices=PROFILES, default="fuzz",
+                        help="Hypothesis profile the bounds apply to (default: fuzz)")
+    parser.add_argument("--fail-fast", action="store_true",
+                        help="stop each component at its first failing property")
     parser.add_argument("--properties", type=Path, default=None,
                         help="the property suite's folder (default: properties/ of the source)")
 
@@ -62,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     opts = FuzzOptions(target=args.target, components=args.component, seed=args.seed,
                        max_examples=max_examples or (None if args.minutes else 10),
                        minutes=args.minutes, out=args.out, jobs=args.jobs,
-                       database=args.database, properties=args.properties)
+                       database=args.database, properties=args.properties,
+                       profile=args.profile, fail_fast=args.fail_fast)
     try:
         header = describe(load_backend(opts.target))
     except BackendError as exc:

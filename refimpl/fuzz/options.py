@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from refimpl.testing.profiles import PROFILES
+
 COMPONENTS = ("flops", "cse", "partition", "checkpoint", "layout")
 
 
@@ -26,6 +28,8 @@ class FuzzOptions:
     jobs: int = 1
     database: str | None = None  # a directory, or redis://host:port/db
     properties: Path | None = None  # the property suite's folder (default: the source tree's)
+    profile: str = "fuzz"  # the Hypothesis profile the bounds apply to (dev, ci, fuzz)
+    fail_fast: bool = False  # stop a component at its first failing property
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.components if c not in COMPONENTS]
@@ -38,5 +42,7 @@ class FuzzOptions:
             raise ValueError(f"max_examples={self.max_examples} must be at least 1")
         if self.minutes is not None and self.minutes <= 0:
             raise ValueError(f"minutes={self.minutes} must be positive")
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile={self.profile!r} is not one of {', '.join(PROFILES)}")
         if self.jobs < 1:
             raise ValueError(f"jobs={self.jobs} must be at least 1")

@@ -46,13 +46,15 @@ def _worker(opts: FuzzOptions, component: str, files: list[Path], seed: int | No
     settings = {"database": opts.database or str(opts.out / "hypothesis-db")}
     if opts.max_examples is not None:
         settings["max_examples"] = opts.max_examples
-    env = dict(os.environ, HYPOTHESIS_PROFILE="fuzz", REFIMPL_FUZZ_EVENTS=str(events),
+    env = dict(os.environ, HYPOTHESIS_PROFILE=opts.profile, REFIMPL_FUZZ_EVENTS=str(events),
                REFIMPL_FUZZ_SETTINGS=json.dumps(settings), REFIMPL_TARGET=opts.target)
     cmd = [sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", "refimpl.fuzz.events",
            "-p", "no:cacheprovider", "--refimpl-target", opts.target, "-o", "addopts=",
            "--rootdir", str(files[0].parent.parent)]
     if seed is not None:
         cmd.append(f"--hypothesis-seed={seed}")
+    if opts.fail_fast:
+        cmd.append("--exitfirst")
     log = (opts.out / f"{component}.log").open("a")
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
