@@ -1,0 +1,39 @@
+"""The oracle catches real bugs: `refimpl fuzz` fails every deliberately broken backend.
+
+Each broken backend (tests/broken_backends.py) is fuzzed on its one component under the
+derandomised ci profile, stopping at the first failing property. A pass here means the
+property suite found the bug, shrank it and wrote a reproducer that still fails.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.broken_backends import BROKEN
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", list(BROKEN), ids=lambda b: b.name)
+def test_fuzz_fails_the_broken_backend(backend, tmp_path: Path):
+    component = BROKEN[backend]
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "refimpl", "fuzz", "--target",
+         f"tests.broken_backends:{backend.__name__}", "--component", component,
+         "--profile", "ci", "--fail-fast", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    seconds = time.monotonic() - start
+    assert done.returncode == 1, f"{backend.name} was not caught:\n{done.stdout}\n{done.stderr}"
+    report = json.loads((tmp_path / "report.json").read_text())
+    failed = [p for p in report["properties"] if p["outcome"] == "failed"]
+    assert failed and all(p["component"] == component for p in failed)
+    print(f"\n{backend.name}: caught by {failed[0]['nodeid']} after "
+          f"{failed[0]['examples']} examples, {seconds:.1f}s in all")
