@@ -1,0 +1,13 @@
+"""FLOPs: the formula table and FlopCounterMode.
+
+| module            | job |
+| ----------------- | --- |
+| formulas/         | the table: one module per op family, registration, ``count_flops`` |
+| counter.py        | FlopCounterMode (drop-in for torch.utils.flop_counter's) |
+| module_tracker.py | which modules are running, forward and backward |
+| table.py          | the per-module table FlopCounterMode prints |
+| cli.py            | ``refimpl flops MODEL`` |
+
+Public names (also on ``refimpl``): ``FlopCounterMode`` (``refimpl.flops.counter``),
+``flop_formulas``, ``register_flop_formula``, ``count_flops`` (``refimpl.flops.formulas``).
+"""

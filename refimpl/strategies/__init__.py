@@ -1,7 +1,9 @@
 """Public Hypothesis strategies: graphs, shapes, conv configs, module stacks, conv nets.
 
 Each family lives in its own submodule; a name is looked up in them lazily, so importing
-``refimpl.strategies`` does not import every family.
+``refimpl.strategies`` does not import every family. No submodule shares a name with a
+strategy: importing a submodule binds its name on this package, which would shadow the
+strategy.
 
 | submodule   | what it generates |
 | ----------- | ----------------- |
@@ -10,14 +12,14 @@ Each family lives in its own submodule; a name is looked up in them lazily, so i
 | graphs      | random FX op graphs (``op_graphs``) |
 | programs    | random differentiable programs with weights, for the partitioner |
 | modules     | random module stacks, for the checkpoint wrapper |
-| conv_nets   | random conv nets, for the layout pass |
+| nets        | random conv nets (``conv_nets``), for the layout pass |
 """
 
 from __future__ import annotations
 
 import importlib
 
-SUBMODULES = ("conv", "matmul", "graphs", "programs", "modules", "conv_nets")
+SUBMODULES = ("conv", "matmul", "graphs", "programs", "modules", "nets")
 
 
 def __getattr__(name: str):

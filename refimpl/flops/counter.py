@@ -1,0 +1,194 @@
+"""FlopCounterMode: count the FLOPs of everything run inside a ``with`` block, per module.
+
+Algorithm. Entering installs a TorchDispatchMode, so every aten op reaches
+``__torch_dispatch__`` with its real arguments (after autograd: the backward's ops arrive
+too). For each op:
+
+1. an op with no formula in the table that has a CompositeImplicit decomposition is
+   decomposed (under the mode), so its parts are counted;
+2. otherwise it runs, and if its packet has a formula, ``formula(*args, out_val=out,
+   **kwargs)`` FLOPs are added to the op's entry of ``Global`` and of every module that the
+   :class:`ModuleTracker` reports as running (forward or backward);
+3. ``torch.cond`` runs both branches, counted apart, and adds the larger count per
+   (module, op): an upper bound; its result is the branch the predicate selects.
+
+Invariants: ``flop_counts["Global"]`` holds every counted FLOP exactly once, and a module's
+entry is the part that ran while it was active; counts restart at each ``with``; on exit
+the mode and the module hooks are removed, also when the block raised.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+from typing import Any
+
+import torch
+from torch._ops import HigherOrderOperator, OpOverload
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from refimpl.flops.formulas import as_table_entry, flop_formulas, packet_of
+from refimpl.flops.formulas.registry import check_target
+from refimpl.flops.module_tracker import GLOBAL, ModuleTracker
+from refimpl.flops.table import render
+
+_aten = torch.ops.aten
+#: metadata queries that tensor subclasses answer themselves: never counted or run here.
+_METADATA_OPS = frozenset({
+    _aten.is_contiguous.default, _aten.is_contiguous.memory_format,
+    _aten.is_strides_like_format.default, _aten.is_non_overlapping_and_dense.default,
+    _aten.size.default, _aten.sym_size.default, _aten.stride.default,
+    _aten.sym_stride.default, _aten.storage_offset.default, _aten.sym_storage_offset.default,
+    _aten.numel.default, _aten.sym_numel.default, _aten.dim.default,
+    torch.ops.prim.layout.default})
+
+
+def _check_options(depth: Any, display: Any, custom_mapping: Any) -> None:
+    if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool)
+                              or depth < 0):
+        raise ValueError(f"FlopCounterMode(depth=...): expected None or an int >= 0, "
+                         f"got {depth!r}")
+    if not isinstance(display, bool):
+        raise ValueError(f"FlopCounterMode(display=...): expected True or False, "
+                         f"got {display!r}")
+    if custom_mapping is not None and not isinstance(custom_mapping, dict):
+        raise ValueError(f"FlopCounterMode(custom_mapping=...): expected a dict "
+                         f"{{op packet: formula}} or None, got {type(custom_mapping).__name__}")
+
+
+class FlopCounterMode:
+    """Drop-in for ``torch.utils.flop_counter.FlopCounterMode``.
+
+    ``mods`` is accepted for compatibility and ignored (a warning says it is not needed):
+    modules are tracked by global hooks. ``depth`` bounds the printed table (None: all),
+    ``display`` prints it on exit, ``custom_mapping`` ({packet: formula}) adds or replaces
+    formulas; a formula with attribute ``_get_raw = True`` gets values, else shapes.
+    """
+
+    def __init__(self, mods: torch.nn.Module | list[torch.nn.Module] | None = None,
+                 depth: int | None = 2, display: bool = True,
+                 custom_mapping: dict[Any, Any] | None = None) -> None:
+        _check_options(depth, display, custom_mapping)
+        if mods is not None:
+            warnings.warn("mods argument is not needed anymore, you can stop passing it",
+                          UserWarning, stacklevel=2)
+        self.depth = depth
+        self.display = display
+        self.flop_counts: defaultdict[str, defaultdict[Any, int]] = \
+            defaultdict(lambda: defaultdict(int))
+        self.flop_registry = dict(flop_formulas)
+        for target, formula in (custom_mapping or {}).items():
+            check_target(target)
+            self.flop_registry[target] = as_table_entry(formula)
+        self.mod_tracker = ModuleTracker()
+        self._mode: _CountingMode | None = None
+
+    def get_total_flops(self) -> int:
+        """All FLOPs counted in the last (or current) ``with``."""
+        return sum(self.flop_counts.get(GLOBAL, {}).values())
+
+    def get_flop_counts(self) -> dict[str, dict[Any, int]]:
+        """{module name: {op packet: FLOPs}}, as plain dicts."""
+        return {name: dict(ops) for name, ops in self.flop_counts.items()}
+
+    def get_table(self, depth: int | None = None) -> str:
+        """The per-module table, modules up to ``depth`` (default: the constructor's)."""
+        depth = self.depth if depth is None else depth
+        return render(self.get_flop_counts(), 10**9 if depth is None else depth)
+
+    def __enter__(self) -> FlopCounterMode:
+        if self._mode is not None:
+            raise RuntimeError("FlopCounterMode is not re-entrant: this one is already active")
+        self.flop_counts.clear()
+        self.mod_tracker.__enter__()
+        try:
+            self._mode = _CountingMode(self)
+            self._mode.__enter__()
+        except BaseException:
+            self._mode = None
+            self.mod_tracker.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc_info: Any) -> bool:
+        mode, self._mode = self._mode, None
+        try:
+            if mode is not None:
+                mode.__exit__(*exc_info)
+        finally:
+            self.mod_tracker.__exit__(*exc_info)
+        if self.display:
+            print(self.get_table(self.depth))
+        return False
+
+    def _count_apart(self, fn: Any) -> tuple[Any, dict[str, dict[Any, int]]]:
+        """Run ``fn`` with fresh counts; return its result and the counts it made."""
+        saved = self.flop_counts
+        self.flop_counts = defaultdict(lambda: defaultdict(int))
+        try:
+            out = fn()
+        finally:
+            delta, self.flop_counts = self.flop_counts, saved
+        return out, delta
+
+    def _add_upper_bound(self, deltas: list[dict[str, dict[Any, int]]]) -> None:
+        """Add, per (module, op), the largest of the alternatives' counts."""
+        for name in set().union(*deltas):
+            per_op = [d.get(name, {}) for d in deltas]
+            for op in set().union(*per_op):
+                self.flop_counts[name][op] += max(ops.get(op, 0) for ops in per_op)
+
+    def _record(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        packet = packet_of(func)
+        formula = self.flop_registry.get(packet)
+        if formula is None:
+            return
+        flops = int(formula(*args, out_val=out, **kwargs))
+        for name in self.mod_tracker.parents:
+            self.flop_counts[name][packet] += flops
+
+
+class _CountingMode(TorchDispatchMode):
+    """The dispatch mode behind FlopCounterMode (see the module docstring)."""
+
+    supports_higher_order_operators = True
+
+    def __init__(self, counter: FlopCounterMode) -> None:
+        super().__init__()
+        self.counter = counter
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _METADATA_OPS:
+            return NotImplemented
+        if func is torch.ops.higher_order.cond:
+            return self._cond(*args)
+        if isinstance(func, HigherOrderOperator):
+            if func not in self.counter.flop_registry:
+                return NotImplemented
+            out = func(*args, **kwargs)
+            self.counter._record(func, args, kwargs, out)
+            return out
+        if (isinstance(func, OpOverload) and func.overloadpacket not in
+                self.counter.flop_registry and func is not torch.ops.prim.device.default):
+            with self:
+                decomposed = func.decompose(*args, **kwargs)
+            if decomposed is not NotImplemented:
+                return decomposed
+        out = func(*args, **kwargs)
+        self.counter._record(func, args, kwargs, out)
+        return out
+
+    def _cond(self, pred, true_fn, false_fn, operands):
+        """torch.cond: both branches run, each counted apart; the count is the per-(module,
+        op) maximum of the two (an upper bound, whichever branch a later call takes) and the
+        result is the branch that ``pred`` selects."""
+        branches = []
+        for branch in (true_fn, false_fn):
+            def run(branch=branch):
+                with self:
+                    return branch(*operands)
+
+            branches.append(self.counter._count_apart(run))
+        self.counter._add_upper_bound([delta for _, delta in branches])
+        return branches[0][0] if bool(pred) else branches[1][0]

@@ -1,0 +1,40 @@
+"""The FLOP formula table, one module per op family.
+
+- ``matmul``: mm, addmm, bmm, baddbmm, addbmm, _scaled_mm, _int_mm, mv, addmv, dot, vdot,
+  outer/ger, addr, _cdist_forward/backward;
+- ``conv``: convolution (every backend spelling, transposed too), conv_tbc,
+  convolution_backward;
+- ``attention``: SDPA flash / flash-for-CPU / efficient / cudnn / overrideable and their
+  backwards, the raw _flash_attention_* / _efficient_attention_* kernels, varlen, flex;
+- ``rnn``: mkldnn_rnn_layer and its backward.
+
+``flop_formulas`` maps each op's packet to its formula; :func:`count_flops` is the one-call
+entry point for cost models; :func:`register_flop_formula` adds entries (torch's semantics).
+"""
+
+from refimpl.flops.formulas import attention, conv, matmul, rnn
+from refimpl.flops.formulas.registry import (
+    as_table_entry,
+    count_flops,
+    flop_formulas,
+    packet_of,
+    register_flop_formula,
+    shape_of,
+)
+
+#: optional entries registered because this torch build has the ops.
+OPTIONAL_REGISTERED = attention.OPTIONAL_REGISTERED
+
+__all__ = [
+    "OPTIONAL_REGISTERED",
+    "as_table_entry",
+    "attention",
+    "conv",
+    "count_flops",
+    "flop_formulas",
+    "matmul",
+    "packet_of",
+    "register_flop_formula",
+    "rnn",
+    "shape_of",
+]

@@ -1,0 +1,89 @@
+"""Hypothesis strategies for the mm family: shapes that fit together, and the call.
+
+:func:`matmul_cases` draws a :class:`MatmulCase`: an op (mm, addmm, bmm, baddbmm, addbmm,
+mv, addmv, dot, outer, addr) with sizes ``batch, m, k, n`` (each >= 1) and, for the ops with
+a bias, a bias shape that broadcasts to the result. It shrinks towards ``mm`` of 1x1 by 1x1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from hypothesis import strategies as st
+
+__all__ = ["MATMUL_OPS", "MatmulCase", "matmul_cases", "matmul_dims"]
+
+#: op name -> (factor shapes as a function of (b, m, k, n), result shape).
+MATMUL_OPS: dict[str, tuple] = {
+    "mm": (lambda b, m, k, n: [(m, k), (k, n)], lambda b, m, k, n: (m, n)),
+    "addmm": (lambda b, m, k, n: [(m, k), (k, n)], lambda b, m, k, n: (m, n)),
+    "bmm": (lambda b, m, k, n: [(b, m, k), (b, k, n)], lambda b, m, k, n: (b, m, n)),
+    "baddbmm": (lambda b, m, k, n: [(b, m, k), (b, k, n)], lambda b, m, k, n: (b, m, n)),
+    "addbmm": (lambda b, m, k, n: [(b, m, k), (b, k, n)], lambda b, m, k, n: (m, n)),
+    "mv": (lambda b, m, k, n: [(m, k), (k,)], lambda b, m, k, n: (m,)),
+    "addmv": (lambda b, m, k, n: [(m, k), (k,)], lambda b, m, k, n: (m,)),
+    "dot": (lambda b, m, k, n: [(k,), (k,)], lambda b, m, k, n: ()),
+    "outer": (lambda b, m, k, n: [(m,), (n,)], lambda b, m, k, n: (m, n)),
+    "addr": (lambda b, m, k, n: [(m,), (n,)], lambda b, m, k, n: (m, n)),
+}
+
+_EFFECTIVE = {  # the (batch, m, k, n) each op multiplies: vector forms set sizes to 1
+    "mm": lambda b, m, k, n: (1, m, k, n), "addmm": lambda b, m, k, n: (1, m, k, n),
+    "bmm": lambda b, m, k, n: (b, m, k, n), "baddbmm": lambda b, m, k, n: (b, m, k, n),
+    "addbmm": lambda b, m, k, n: (b, m, k, n), "mv": lambda b, m, k, n: (1, m, k, 1),
+    "addmv": lambda b, m, k, n: (1, m, k, 1), "dot": lambda b, m, k, n: (1, 1, k, 1),
+    "outer": lambda b, m, k, n: (1, m, 1, n), "addr": lambda b, m, k, n: (1, m, 1, n),
+}
+
+
+@dataclass(frozen=True)
+class MatmulCase:
+    """One call of ``torch.<op>``: sizes, and the bias shape for the ops that take one."""
+
+    op: str
+    batch: int
+    m: int
+    k: int
+    n: int
+    bias_shape: tuple[int, ...] | None
+
+    @property
+    def factor_shapes(self) -> list[tuple[int, ...]]:
+        return MATMUL_OPS[self.op][0](self.batch, self.m, self.k, self.n)
+
+    @property
+    def multiplied(self) -> tuple[int, int, int, int]:
+        """(batch, m, k, n) of the products actually formed."""
+        return _EFFECTIVE[self.op](self.batch, self.m, self.k, self.n)
+
+    def args(self, requires_grad: bool = False) -> list[torch.Tensor]:
+        shapes = ([self.bias_shape] if self.bias_shape is not None else []) + \
+            self.factor_shapes
+        return [torch.randn(s, requires_grad=requires_grad) for s in shapes]
+
+    def run(self, *args: torch.Tensor) -> torch.Tensor:
+        return getattr(torch, self.op)(*args)
+
+
+def matmul_dims(max_size: int = 6) -> st.SearchStrategy[tuple[int, int, int, int]]:
+    """(batch, m, k, n), each in [1, max_size]."""
+    size = st.integers(1, max_size)
+    return st.tuples(size, size, size, size)
+
+
+@st.composite
+def matmul_cases(draw, ops: st.SearchStrategy[str] | None = None,
+                 max_size: int = 6) -> MatmulCase:
+    """A MatmulCase with valid shapes; ``ops`` narrows the ops drawn."""
+    op = draw(ops if ops is not None else st.sampled_from(list(MATMUL_OPS)))
+    if op not in MATMUL_OPS:
+        raise ValueError(f"matmul_cases: op={op!r} is not one of {sorted(MATMUL_OPS)}")
+    b, m, k, n = draw(matmul_dims(max_size))
+    bias = None
+    if op.startswith("add") or op == "baddbmm":
+        full = MATMUL_OPS[op][1](b, m, k, n)
+        # drop leading dims and set some to 1: shapes that broadcast to the result
+        keep = draw(st.integers(0, len(full)))
+        bias = tuple(d if draw(st.booleans()) else 1 for d in full[len(full) - keep:])
+    return MatmulCase(op, b, m, k, n, bias)

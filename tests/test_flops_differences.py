@@ -1,0 +1,155 @@
+"""Pins each entry of docs/differences.md "## FLOPs" against the installed torch: refimpl's
+count and torch's (wrong or missing) one. If torch changes, the failing test names the
+entry to update."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils import flop_counter as tfc
+
+import refimpl
+from refimpl.flops.formulas import count_flops
+
+aten = torch.ops.aten
+
+
+def both(fn) -> tuple[dict, dict]:
+    """(torch's, refimpl's) {op name: FLOPs} for ``fn``."""
+    result = []
+    for cls in (tfc.FlopCounterMode, refimpl.FlopCounterMode):
+        with cls(display=False) as mode:
+            fn()
+        result.append({str(k): v for k, v in mode.get_flop_counts().get("Global", {}).items()})
+    return result[0], result[1]
+
+
+def test_grouped_conv_backward():
+    x = torch.randn(1, 4, 8, 8, requires_grad=True)
+    w = torch.randn(4, 1, 3, 3, requires_grad=True)
+    theirs, ours = both(lambda: F.conv2d(x, w, groups=4).sum().backward())
+    assert ours == {"aten.convolution": 2592, "aten.convolution_backward": 5184}
+    assert theirs == {"aten.convolution": 2592, "aten.convolution_backward": 12960}
+
+
+def test_sdpa_on_cpu():
+    q = torch.randn(2, 4, 16, 8, requires_grad=True)
+    theirs, ours = both(lambda: F.scaled_dot_product_attention(q, q, q).sum().backward())
+    assert theirs == {}
+    assert ours == {"aten._scaled_dot_product_flash_attention_for_cpu": 65536,
+                    "aten._scaled_dot_product_flash_attention_for_cpu_backward": 163840}
+
+
+def test_raw_kernels_layout():
+    q = torch.empty(2, 16, 4, 8, device="meta")  # [B, S, H, D]
+    args = (q, q, q, None, None, None, 16, 16)
+    assert count_flops(aten._efficient_attention_forward, args) == 2 * 2 * 4 * 16 * 16 * 16
+    assert tfc.flop_registry[aten._efficient_attention_forward](*args) == 16384
+    k = torch.empty(2, 12, 4, 8, device="meta")
+    with pytest.raises(AssertionError):
+        tfc.flop_registry[aten._flash_attention_forward](q, k, k, None, None, 16, 12)
+
+
+def test_backend_conv_kernels():
+    x, w = torch.empty(1, 3, 32, 32, device="meta"), torch.empty(8, 3, 5, 5, device="meta")
+    out = torch.empty(1, 8, 28, 28, device="meta")
+    args = (x, w, [0, 0], [1, 1], [1, 1], 1, True, False, True)  # benchmark=True
+    assert count_flops(aten.cudnn_convolution, args, {}, out) == 2 * 28 * 28 * 8 * 3 * 25
+    assert tfc.flop_registry[aten.cudnn_convolution](*args, out_val=out) == 1228800
+    slow = (x, w, [5, 5], None, [1, 1], [0, 0])
+    assert count_flops(aten._slow_conv2d_forward, slow, {}, out) == 940800
+    with pytest.raises(TypeError):
+        tfc.flop_registry[aten._slow_conv2d_forward](*slow, out_val=out)
+
+
+@pytest.mark.parametrize("op,nargs", [(aten.bmm, 2), (aten.baddbmm, 3)])
+def test_out_dtype_overloads(op, nargs):
+    a, b = torch.empty(2, 3, 4, device="meta"), torch.empty(2, 4, 5, device="meta")
+    args = ((torch.empty(2, 3, 5, device="meta"),) if nargs == 3 else ()) + (a, b, torch.float)
+    assert count_flops(op.dtype, args) == 2 * 2 * 3 * 4 * 5
+    with pytest.raises(TypeError):
+        tfc.flop_registry[op](*args, out_val=None)
+
+
+@pytest.mark.parametrize("name,fn,expected", [
+    ("mv", lambda: torch.mv(torch.randn(8, 16), torch.randn(16)), 256),
+    ("dot", lambda: torch.dot(torch.randn(16), torch.randn(16)), 32),
+    ("addbmm", lambda: torch.addbmm(torch.randn(4, 6), torch.randn(3, 4, 5),
+                                    torch.randn(3, 5, 6)), 720),
+    ("cdist", lambda: torch.cdist(torch.randn(10, 3), torch.randn(20, 3)), 1200),
+    ("lstm", lambda: nn.LSTM(32, 64)(torch.randn(5, 2, 32)), 491520),
+])
+def test_products_torch_counts_as_zero(name, fn, expected):
+    theirs, ours = both(fn)
+    assert theirs == {} and sum(ours.values()) == expected, name
+
+
+def test_outer_is_counted_as_its_elementwise_decomposition():
+    theirs, ours = both(lambda: torch.outer(torch.randn(8), torch.randn(16)))
+    assert theirs == ours == {}
+    a, b = torch.empty(8, device="meta"), torch.empty(16, device="meta")
+    assert count_flops(aten.outer, (a, b)) == 2 * 8 * 16
+
+
+def test_reentered_module_stays_active():
+    class Recursive(nn.Module):
+        def forward(self, x, depth=1):
+            if depth:
+                x = self(x, depth - 1)
+            return torch.mm(x, x)
+
+    results = []
+    for cls in (tfc.FlopCounterMode, refimpl.FlopCounterMode):
+        with cls(display=False) as mode:
+            Recursive()(torch.randn(4, 4))
+        results.append(mode.get_flop_counts()["Recursive"][aten.mm])
+    assert results == [128, 256]  # torch loses the outer call's mm after the inner returns
+
+
+def test_cond_result_and_upper_bound():
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda x: torch.mm(x, x),
+                          lambda x: torch.mm(torch.mm(x, x), x), (x,))
+
+    x = -torch.ones(4, 4)  # pred False: the result is x @ x @ x = -16 everywhere
+    results = []
+    for cls in (tfc.FlopCounterMode, refimpl.FlopCounterMode):
+        with cls(display=False) as mode:
+            torch.mm(x, x)
+            y = f(x)
+        results.append((y[0, 0].item(), mode.get_total_flops()))
+    assert results == [(4.0, 512), (-16.0, 384)]
+
+
+def test_autograd_grad_through_a_module_with_a_leaf_input():
+    model, x = nn.Linear(4, 5), torch.randn(2, 4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf node"), tfc.FlopCounterMode(display=False):
+        torch.autograd.grad(model(x).sum(), [x])
+    with refimpl.FlopCounterMode(display=False) as mode:
+        torch.autograd.grad(model(x).sum(), [x])
+    assert mode.get_total_flops() == 2 * (2 * 2 * 4 * 5)  # the addmm, and the mm of grad_x
+
+
+def test_jagged_backward_with_value_dim_unlike_query():
+    m = lambda *s: torch.empty(s, device="meta")
+    cu = torch.tensor([0, 3, 7])
+    q, k, v, g = m(1, 7, 2, 16), m(1, 7, 2, 16), m(1, 7, 2, 8), m(1, 7, 2, 8)
+    args = (g, q, k, v, None, g, cu, cu, 4, 4)
+    # 2 heads, sequences of 3 and 4: 2 * H * S^2 * (3 D + 2 Dv) summed
+    assert count_flops(aten._efficient_attention_backward, args) == \
+        sum(2 * 2 * s * s * (3 * 16 + 2 * 8) for s in (3, 4)) == 6400
+    with pytest.raises(AssertionError, match=r"grad_out\.shape must match"):
+        tfc.flop_registry[aten._efficient_attention_backward](*args)
+
+
+def test_flex_attention_sparsity_hint_is_not_read():
+    from torch._higher_order_ops.flex_attention import flex_attention
+
+    q = torch.empty(1, 2, 8, 4, device="meta")
+    hint = {"_node_meta": {"custom": {"sparsity_hint": 0.5}}}
+    dense = 2 * 1 * 2 * 8 * 8 * (4 + 4)
+    assert count_flops(flex_attention, (q, q, q, None, ()), hint) == dense
+    assert tfc.flop_registry[flex_attention](q, q, q, None, (), out_val=None, **hint) == \
+        dense // 2
