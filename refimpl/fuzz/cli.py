@@ -53,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Hypothesis profile the bounds apply to (default: fuzz)")
     parser.add_argument("--fail-fast", action="store_true",
                         help="stop each component at its first failing property")
+    parser.add_argument("--no-shrink", dest="shrink", action="store_false",
+                        help="report failures unshrunk (faster; larger reproducers)")
     parser.add_argument("--properties", type=Path, default=None,
                         help="the property suite's folder (default: properties/ of the source)")
 
@@ -68,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                        max_examples=max_examples or (None if args.minutes else 10),
                        minutes=args.minutes, out=args.out, jobs=args.jobs,
                        database=args.database, properties=args.properties,
-                       profile=args.profile, fail_fast=args.fail_fast)
+                       profile=args.profile, fail_fast=args.fail_fast, shrink=args.shrink)
     try:
         header = describe(load_backend(opts.target))
     except BackendError as exc:

@@ -7,7 +7,7 @@ Loaded with ``-p refimpl.fuzz.events`` in each worker; it reads two environment 
                            ``{"event": "result", "nodeid", "outcome", "examples", "seconds",
                            "reason", "message", "example"}``.
 ``REFIMPL_FUZZ_SETTINGS``  JSON overrides of the Hypothesis profile in force
-                           (``max_examples``, ``database``).
+                           (``max_examples``, ``database``, ``phases``).
 
 Examples are counted from Hypothesis's observability stream (one ``test_case`` observation per
 example run); the shrunk failing example is the ``representation`` of the last failing one.
@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 from hypothesis.internal.observability import add_observability_callback
 
 
@@ -67,6 +67,8 @@ def pytest_configure(config: pytest.Config) -> None:
     overrides = json.loads(os.environ.get("REFIMPL_FUZZ_SETTINGS", "{}"))
     if "database" in overrides:
         overrides["database"] = make_database(overrides["database"])
+    if "phases" in overrides:
+        overrides["phases"] = [Phase[name] for name in overrides["phases"]]
     if overrides:
         settings.register_profile("fuzz-campaign", parent=settings.default, **overrides)
         settings.load_profile("fuzz-campaign")

@@ -30,6 +30,7 @@ class FuzzOptions:
     properties: Path | None = None  # the property suite's folder (default: the source tree's)
     profile: str = "fuzz"  # the Hypothesis profile the bounds apply to (dev, ci, fuzz)
     fail_fast: bool = False  # stop a component at its first failing property
+    shrink: bool = True  # shrink failures to a minimal example (off: faster, larger examples)
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.components if c not in COMPONENTS]

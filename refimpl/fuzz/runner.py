@@ -46,6 +46,8 @@ def _worker(opts: FuzzOptions, component: str, files: list[Path], seed: int | No
     settings = {"database": opts.database or str(opts.out / "hypothesis-db")}
     if opts.max_examples is not None:
         settings["max_examples"] = opts.max_examples
+    if not opts.shrink:
+        settings["phases"] = ["explicit", "reuse", "generate", "target"]
     env = dict(os.environ, HYPOTHESIS_PROFILE=opts.profile, REFIMPL_FUZZ_EVENTS=str(events),
                REFIMPL_FUZZ_SETTINGS=json.dumps(settings), REFIMPL_TARGET=opts.target)
     cmd = [sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", "refimpl.fuzz.events",
