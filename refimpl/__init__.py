@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     # checkpoint wrapper
     "checkpoint": "refimpl.checkpointing:checkpoint",
     "CheckpointError": "refimpl.checkpointing:CheckpointError",
+    "CheckpointOptions": "refimpl.checkpointing:CheckpointOptions",
     # layout pass and accuracy rule
     "optimize_layout": "refimpl.layout:optimize_layout",
     "same": "refimpl.testing.same:same",

@@ -14,7 +14,7 @@ Layer kinds (every one maps ``(B, C, L)`` to ``(B, C, L)``):
 | relu/gelu | the activation |
 | dropout   | ``nn.Dropout(p)`` |
 | layernorm | ``nn.LayerNorm(L)`` |
-| fork      | ``Sequential(MultiOutput, MultiInput)``: a module returning two tensors feeding one that takes a tuple |
+| fork      | ``Sequential(MultiOutput, MultiInput)``: two outputs feeding a tuple input |
 | group     | a nested ``Sequential`` of 1-3 layers (nested checkpoints) |
 | shared    | the module object of an earlier top-level linear layer, used again |
 
