@@ -6,8 +6,9 @@ This is the device-agnostic twin of the CUDA allocator figure the seeds read
 Algorithm
     1. Before the forward, collect the storages that already exist and that the forward can
        reach: tensors in the arguments (any pytree), the parameters and buffers of modules
-       among the arguments, the callable itself and, shallowly, what its closure, the globals
-       its code names, and its bound ``self`` hold. These are *inputs*: never counted, nor are their views.
+       among the arguments, the callable itself and, shallowly, what its closure, default
+       arguments, the globals its code names, and its bound ``self`` hold. These are
+       *inputs*: never counted, nor are their views.
     2. Run the forward under an outermost ``saved_tensors_hooks``. Every tensor autograd saves
        passes through the pack hook (eager ops, custom Functions, AOTAutograd's compiled
        Function, the inputs a checkpoint keeps); the hook wraps it in a handle and records it.
@@ -64,13 +65,16 @@ def _reachable_tensors(obj: Any, depth: int = 2) -> Iterable[torch.Tensor]:
         yield from obj.parameters()
         yield from obj.buffers()
         return
-    if depth == 0:
-        return
-    if isinstance(obj, list | tuple | dict):
+    if isinstance(obj, list | tuple | dict):  # containers cost no depth: [x] holds x
         for leaf in tree_leaves(obj):
             if leaf is not obj:
-                yield from _reachable_tensors(leaf, depth - 1)
+                yield from _reachable_tensors(leaf, depth)
         return
+    if depth == 0:
+        return
+    for default in (getattr(obj, "__defaults__", None) or ()) + tuple(
+            (getattr(obj, "__kwdefaults__", None) or {}).values()):
+        yield from _reachable_tensors(default, depth - 1)
     for cell in getattr(obj, "__closure__", None) or ():
         try:
             yield from _reachable_tensors(cell.cell_contents, depth - 1)

@@ -1,0 +1,75 @@
+"""The dynamo backend ``"refimpl"``: layout pass, then AOTAutograd with refimpl's partitioner.
+
+``torch.compile(f, backend="refimpl")`` reads ``torch._functorch.config``'s
+``activation_memory_budget``, ``activation_memory_budget_runtime_estimator`` and
+``activation_memory_budget_solver`` when a graph is compiled (the first call), so a test
+written for ``aot_eager_decomp_partition`` runs on refimpl by swapping the backend name.
+Decompositions are inductor's table, as ``aot_eager_decomp_partition`` uses; the forward and
+backward graphs run eagerly (boxed nop compilers). The backend is registered through the
+``torch_dynamo_backends`` entry point and, should that not be installed, on import here.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from torch import fx
+
+from refimpl.partition.options import PartitionOptions
+from refimpl.partition.plan import Plan
+
+
+def _decompositions() -> dict:
+    from torch._inductor.compile_fx import select_decomp_table
+
+    return select_decomp_table()
+
+
+class DynamoBackend:
+    """A dynamo backend with fixed options (``None``: read torch's config at compile time);
+    ``on_plan`` receives the :class:`Plan` of every graph it partitions."""
+
+    def __init__(self, options: PartitionOptions | None = None,
+                 on_plan: Callable[[Plan], None] | None = None) -> None:
+        if options is not None and not isinstance(options, PartitionOptions):
+            raise TypeError(f"options must be a PartitionOptions, got {type(options).__name__}")
+        self.options = options
+        self.on_plan = on_plan
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        from torch._dynamo.backends.common import aot_autograd
+        from torch._dynamo.backends.debugging import boxed_nop
+
+        from refimpl.partition.api import partition_fn
+
+        options = self.options or PartitionOptions.from_torch_config()
+        if options.optimize_layout:
+            from refimpl.layout import optimize_layout
+
+            gm = optimize_layout(gm, example_inputs)
+        partition = functools.partial(partition_fn, options=options, on_plan=self.on_plan)
+        return aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop,
+                            decompositions=_decompositions(),
+                            partition_fn=partition)(gm, example_inputs)
+
+
+def refimpl_backend(gm: fx.GraphModule, example_inputs: list[Any], **kwargs: Any):
+    """The registered backend: options from ``torch._functorch.config`` at compile time."""
+    if kwargs:
+        raise TypeError(f"backend 'refimpl' takes no options, got {sorted(kwargs)}; "
+                        "use torch._functorch.config or refimpl.compile(...)")
+    return DynamoBackend()(gm, example_inputs)
+
+
+def _register() -> None:
+    """Register ``"refimpl"`` with dynamo unless the entry point already provides it."""
+    from torch._dynamo.backends import registry
+
+    registry._discover_entrypoint_backends()
+    if "refimpl" not in registry._BACKENDS or registry._BACKENDS["refimpl"] is None:
+        registry.register_backend(name="refimpl", compiler_fn=refimpl_backend)
+
+
+_register()

@@ -1,0 +1,108 @@
+"""0/1 knapsack solvers over plain lists: which recompute candidates to save.
+
+Problem: given item memories ``m_i`` (int bytes), runtimes ``r_i`` (>= 0) and a capacity
+``C``, choose the saved set ``S`` maximising ``sum(r_i for i in S)`` subject to
+``sum(m_i for i in S) <= C``; among optimal sets prefer the least memory. Every solver
+returns the saved indices in increasing order; none of them ever exceeds ``C``.
+
+``dp``      exact: a Pareto-front dynamic programme (Nemhauser-Ullmann). Works on exact
+            byte counts, so no rounding can push a plan over budget.
+``ilp``     exact: ``scipy.optimize.milp``, solved twice (best runtime, then least memory
+            at that runtime).
+``greedy``  torch-like: take items by runtime per byte, while they fit. Not optimal.
+``brute``   exhaustive over all ``2^n`` subsets, ``n <= 20``: the oracle's oracle.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+MAX_BRUTE_ITEMS = 20
+
+
+def _check(memories: list[int], runtimes: list[float], capacity: int) -> None:
+    if len(memories) != len(runtimes):
+        raise ValueError(f"memories and runtimes differ in length: "
+                         f"{len(memories)} != {len(runtimes)}")
+    if any(m < 0 for m in memories) or any(r < 0 for r in runtimes):
+        raise ValueError("memories and runtimes must be >= 0")
+    if capacity < 0:
+        raise ValueError(f"capacity={capacity} must be >= 0")
+
+
+def dp(memories: list[int], runtimes: list[float], capacity: int) -> list[int]:
+    """Pareto-front DP. Invariant: after item ``k`` the front holds, for every memory total
+    reachable with items ``< k`` within ``capacity``, only states no other state beats on
+    both memory (<=) and runtime (>=); the optimum is the front's last state."""
+    _check(memories, runtimes, capacity)
+    front: list[tuple[int, float, tuple[int, ...]]] = [(0, 0.0, ())]  # (mem, runtime, set)
+    for i, (m, r) in enumerate(zip(memories, runtimes)):
+        grown = [(mem + m, run + r, (*chosen, i))
+                 for mem, run, chosen in front if mem + m <= capacity]
+        merged = sorted(front + grown, key=lambda s: (s[0], -s[1]))
+        front = []
+        for state in merged:
+            if not front or state[1] > front[-1][1]:
+                front.append(state)
+    return list(front[-1][2])
+
+
+def ilp(memories: list[int], runtimes: list[float], capacity: int) -> list[int]:
+    """Exact mixed-integer programme (scipy HiGHS), best runtime then least memory."""
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    _check(memories, runtimes, capacity)
+    n = len(memories)
+    if n == 0:
+        return []
+    mem, run = np.array(memories, dtype=float), np.array(runtimes, dtype=float)
+    integral, bounds = np.ones(n), Bounds(0, 1)
+    fits = LinearConstraint(mem[None, :], -np.inf, capacity)
+    best = milp(-run, constraints=[fits], integrality=integral, bounds=bounds)
+    if not best.success:
+        raise RuntimeError(f"solver='ilp' failed: {best.message}")
+    target = -best.fun - 1e-9 * max(1.0, abs(best.fun))
+    keeps = LinearConstraint(run[None, :], target, np.inf)
+    least = milp(mem, constraints=[fits, keeps], integrality=integral, bounds=bounds)
+    x = least.x if least.success else best.x
+    return [i for i in range(n) if x[i] > 0.5]
+
+
+def greedy(memories: list[int], runtimes: list[float], capacity: int) -> list[int]:
+    """Runtime-per-byte order, taking each item that still fits (torch's greedy)."""
+    _check(memories, runtimes, capacity)
+    order = sorted(range(len(memories)),
+                   key=lambda i: -(runtimes[i] / memories[i]) if memories[i] else -float("inf"))
+    chosen, used = [], 0
+    for i in order:
+        if runtimes[i] > 0 and used + memories[i] <= capacity:
+            chosen.append(i)
+            used += memories[i]
+    return sorted(chosen)
+
+
+def brute(memories: list[int], runtimes: list[float], capacity: int) -> list[int]:
+    """Every subset; the best runtime, then the least memory, then the first in order."""
+    _check(memories, runtimes, capacity)
+    n = len(memories)
+    if n > MAX_BRUTE_ITEMS:
+        raise ValueError(f"solver='brute' takes at most {MAX_BRUTE_ITEMS} candidates, got {n}")
+    best: tuple[float, int, tuple[int, ...]] = (0.0, 0, ())
+    for size in range(1, n + 1):
+        for subset in itertools.combinations(range(n), size):
+            mem = sum(memories[i] for i in subset)
+            run = sum(runtimes[i] for i in subset)
+            if mem <= capacity and (run > best[0] or (run == best[0] and mem < best[1])):
+                best = (run, mem, subset)
+    return list(best[2])
+
+
+SOLVERS = {"dp": dp, "ilp": ilp, "greedy": greedy, "brute": brute}
+
+
+def solve(solver: str, memories: list[int], runtimes: list[float], capacity: int) -> list[int]:
+    """Run the named solver; ``solver`` must be one of :data:`SOLVERS`."""
+    if solver not in SOLVERS:
+        raise ValueError(f"solver={solver!r} is not one of {', '.join(SOLVERS)}")
+    return SOLVERS[solver](memories, runtimes, capacity)

@@ -1,0 +1,118 @@
+"""Min-cut rematerialisation: choose what to save by a minimum s-t cut.
+
+The flow network (built by :func:`save_set` from a plain ``JointGraph``):
+
+* every forward-side node ``v`` is split into ``v.in -> v.out`` with capacity = the bytes
+  saving ``v`` costs (infinite if ``v`` cannot be saved, e.g. a tuple);
+* ``u.out -> v.in`` (infinite) for each forward-side edge ``u -> v``;
+* ``source -> v.in`` (infinite) if ``v`` cannot be recomputed: a primal or a banned node;
+* ``v.out -> sink`` (infinite) if the backward uses ``v`` directly.
+
+A finite cut separates what must exist before the backward (source side) from the backward,
+and crossing edges can only be ``v.in -> v.out`` edges: exactly the saved values. A minimum
+cut is therefore the cheapest set of values to save such that everything else the backward
+needs can be recomputed from them without recomputing a banned node.
+
+:func:`max_flow_source_side` is Dinic's algorithm written for reading: BFS levels, then
+blocking flows by DFS along level-increasing edges, until the sink is unreachable. The
+source side of the final residual graph is a minimum cut (max-flow min-cut theorem).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from refimpl.partition.trace import JointGraph
+
+
+class Network:
+    """A residual graph on vertices ``0..n-1``: edge ``e`` goes ``to[e]`` with ``cap[e]``
+    left; edge ``e ^ 1`` is its reverse."""
+
+    def __init__(self, n: int) -> None:
+        self.out: list[list[int]] = [[] for _ in range(n)]
+        self.to: list[int] = []
+        self.cap: list[int] = []
+
+    def add_edge(self, u: int, v: int, capacity: int) -> None:
+        for a, b, c in ((u, v, capacity), (v, u, 0)):
+            self.out[a].append(len(self.to))
+            self.to.append(b)
+            self.cap.append(c)
+
+    def levels(self, s: int) -> list[int]:
+        """BFS distance from ``s`` over edges with capacity left (-1: unreachable)."""
+        level = [-1] * len(self.out)
+        level[s] = 0
+        queue = deque([s])
+        while queue:
+            u = queue.popleft()
+            for e in self.out[u]:
+                if self.cap[e] > 0 and level[self.to[e]] < 0:
+                    level[self.to[e]] = level[u] + 1
+                    queue.append(self.to[e])
+        return level
+
+    def augment(self, s: int, t: int, level: list[int], nxt: list[int]) -> int:
+        """One augmenting path along increasing levels (iterative DFS); its flow, or 0.
+        ``nxt[u]`` is the first edge of ``u`` not yet known to be useless in this phase."""
+        path, u = [], s
+        while u != t:
+            edges = self.out[u]
+            while nxt[u] < len(edges):
+                e = edges[nxt[u]]
+                if self.cap[e] > 0 and level[self.to[e]] == level[u] + 1:
+                    break
+                nxt[u] += 1
+            else:  # dead end: never try u again in this phase, step back
+                level[u] = -1
+                if not path:
+                    return 0
+                u = self.to[path.pop() ^ 1]
+                continue
+            path.append(edges[nxt[u]])
+            u = self.to[edges[nxt[u]]]
+        flow = min(self.cap[e] for e in path)
+        for e in path:
+            self.cap[e] -= flow
+            self.cap[e ^ 1] += flow
+        return flow
+
+
+def max_flow_source_side(net: Network, s: int, t: int) -> tuple[int, set[int]]:
+    """Dinic's max flow; returns (flow value, the source side of a minimum cut)."""
+    total = 0
+    while True:
+        level = net.levels(s)
+        if level[t] < 0:
+            return total, {v for v, d in enumerate(level) if d >= 0}
+        nxt = [0] * len(net.out)
+        while (flow := net.augment(s, t, level, nxt)) > 0:
+            total += flow
+
+
+class NoFiniteCut(RuntimeError):
+    """The backward needs a value that can neither be saved nor recomputed."""
+
+
+def save_set(graph: JointGraph, banned: set[str]) -> list[str]:
+    """Names of the forward-side values a minimum cut saves, given the banned nodes."""
+    side = graph.forward_side()
+    index = {n.name: i for i, n in enumerate(side)}
+    source, sink = 2 * len(side), 2 * len(side) + 1
+    infinite = sum(n.bytes for n in side if n.savable) + 1
+    net = Network(2 * len(side) + 2)
+    for name in graph.read_by_backward():
+        net.add_edge(2 * index[name] + 1, sink, infinite)
+    for i, node in enumerate(side):
+        net.add_edge(2 * i, 2 * i + 1, node.bytes if node.savable else infinite)
+        if node.role == "primal" or node.name in banned:
+            net.add_edge(source, 2 * i, infinite)
+        for user in node.users:
+            if user in index:
+                net.add_edge(2 * i + 1, 2 * index[user], infinite)
+    flow, reach = max_flow_source_side(net, source, sink)
+    if flow >= infinite:
+        raise NoFiniteCut("the backward needs a value that can be neither saved nor "
+                          "recomputed (a banned tuple-valued op used directly?)")
+    return [n.name for i, n in enumerate(side) if 2 * i in reach and 2 * i + 1 not in reach]

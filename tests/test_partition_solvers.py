@@ -1,0 +1,71 @@
+"""The pure pieces on plain data: knapsack solvers, max-flow/min-cut, the budget bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from refimpl.partition import knapsack
+from refimpl.partition.mincut import Network, max_flow_source_side
+from refimpl.partition.partitioner import budget_bound
+
+EXACT = ["dp", "ilp", "brute"]
+
+
+@pytest.mark.parametrize("solver", EXACT)
+def test_exact_solvers_pick_the_best_subset(solver):
+    # memories 4,3,3 with capacity 6: {3,3} spares 5+5=10 > {4} alone (9)
+    assert knapsack.solve(solver, [4, 3, 3], [9.0, 5.0, 5.0], 6) == [1, 2]
+
+
+@pytest.mark.parametrize("solver", EXACT)
+def test_exact_solvers_break_ties_towards_less_memory(solver):
+    # item 1 spares nothing: saving it would only cost memory
+    assert knapsack.solve(solver, [2, 2], [3.0, 0.0], 10) == [0]
+
+
+def test_greedy_is_not_optimal_where_ratio_misleads():
+    # ratio order takes the 1-byte item first, then the 10-byte item no longer fits
+    memories, runtimes = [1, 10], [2.0, 10.0]
+    assert knapsack.greedy(memories, runtimes, 10) == [0]
+    assert knapsack.dp(memories, runtimes, 10) == [1]
+
+
+@pytest.mark.parametrize("solver", [*EXACT, "greedy"])
+def test_zero_capacity_saves_nothing(solver):
+    assert knapsack.solve(solver, [1, 2], [1.0, 1.0], 0) == []
+
+
+def test_bad_solver_and_inputs_are_named():
+    with pytest.raises(ValueError, match="solver='fast' is not one of dp, ilp, greedy, brute"):
+        knapsack.solve("fast", [1], [1.0], 1)
+    with pytest.raises(ValueError, match="differ in length"):
+        knapsack.dp([1, 2], [1.0], 1)
+    with pytest.raises(ValueError, match="capacity=-1"):
+        knapsack.dp([1], [1.0], -1)
+    with pytest.raises(ValueError, match="at most 20 candidates"):
+        knapsack.brute([1] * 21, [1.0] * 21, 5)
+
+
+def test_dinic_max_flow_and_min_cut():
+    # s=0, t=3: 0->1 (3), 0->2 (2), 1->2 (1), 1->3 (2), 2->3 (3): max flow 5
+    net = Network(4)
+    for u, v, c in [(0, 1, 3), (0, 2, 2), (1, 2, 1), (1, 3, 2), (2, 3, 3)]:
+        net.add_edge(u, v, c)
+    flow, side = max_flow_source_side(net, 0, 3)
+    assert flow == 5
+    assert side == {0}  # both source edges are saturated: the cut is {0} | {1, 2, 3}
+
+
+def test_min_cut_prefers_the_narrow_waist():
+    # 0 -> 1 (10) -> 2 (1) -> 3 (10): the cut is the middle edge
+    net = Network(4)
+    for u, v, c in [(0, 1, 10), (1, 2, 1), (2, 3, 10)]:
+        net.add_edge(u, v, c)
+    assert max_flow_source_side(net, 0, 3) == (1, {0, 1})
+
+
+def test_budget_bound():
+    assert budget_bound(0, 40, 28 / 40) == 28  # float rounding does not lose a byte
+    assert budget_bound(10, 20, 0.0) == 10
+    assert budget_bound(10, 20, 1.0) == 20
+    assert budget_bound(10, 20, 0.55) == 15
