@@ -16,17 +16,7 @@ from torch import fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from refimpl import fx_graph_cse
-
-
-def bitwise_equal(a, b) -> bool:
-    """Same structure and, for tensors, same dtype, shape and bits (NaN, -0.0 included)."""
-    if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(map(bitwise_equal, a, b))
-    if isinstance(a, torch.Tensor):
-        return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
-                and torch.equal(a.reshape(-1).view(torch.uint8),
-                                b.reshape(-1).view(torch.uint8)))
-    return a == b
+from refimpl.cse.soundness import bitwise_equal
 
 
 def check(gm: fx.GraphModule, args: tuple, delta: int, check_val: bool = True) -> fx.Graph:

@@ -65,9 +65,11 @@ class OpKind:
 
 
 def _call(target, n_args: int = 0) -> Callable[[fx.Graph, list[fx.Node], tuple], fx.Node]:
-    """Emit ``target(*nodes, *params[:n_args], **dict(params[n_args:]))``."""
+    """Emit ``target(*nodes, *params[:n_args], **dict(params[n_args:]))``; a tuple among
+    the positional params (kept hashable in the spec) becomes a list, as aten expects."""
     def emit(graph: fx.Graph, nodes: list[fx.Node], params: tuple) -> fx.Node:
-        return graph.call_function(target, (*nodes, *params[:n_args]), dict(params[n_args:]))
+        args = [list(p) if isinstance(p, tuple) else p for p in params[:n_args]]
+        return graph.call_function(target, (*nodes, *args), dict(params[n_args:]))
     return emit
 
 
@@ -193,11 +195,11 @@ _KINDS = [
            lambda vs, consts: _dim(vs).map(lambda d: (d, 0, 2, 1))),
     OpKind("flatten_view", "view", 1, lambda vs: vs[0].contiguous,
            _call(aten.view.default, 1), _view_result(lambda s, p: (math.prod(s),), True),
-           lambda vs, consts: st.just(([-1],))),
+           lambda vs, consts: st.just(((-1,),))),
     OpKind("reshape", "view", 1, lambda vs: vs[0].contiguous and len(vs[0].shape) >= 2,
            _call(aten.reshape.default, 1),
            _view_result(lambda s, p: (s[0] * s[1], *s[2:]), True),
-           lambda vs, consts: st.just(([vs[0].shape[0] * vs[0].shape[1], *vs[0].shape[2:]],))),
+           lambda vs, consts: st.just(((vs[0].shape[0] * vs[0].shape[1], *vs[0].shape[2:]),))),
     OpKind("cat", "list", 2, _small, _emit_list(aten.cat.default),
            lambda vs, p: Value(tuple(2 * s if i == p[0] else s
                                      for i, s in enumerate(vs[0].shape))),
