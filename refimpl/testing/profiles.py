@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 
 PROFILES = ("dev", "ci", "fuzz")
 
-_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 
 def register_profiles() -> None:
