@@ -105,3 +105,13 @@ def test_plugin_gives_a_users_suite_the_fixture_and_the_target(tmp_path: Path):
     assert "refimpl target: torch" in done.stdout
     assert "1 passed, 1 skipped" in done.stdout
     assert "has no optimize_layout" in done.stdout
+
+
+def test_fuzz_jobs_run_components_side_by_side(suite: Path, tmp_path: Path):
+    (suite / "test_flops_tiny.py").write_text(SUITE)
+    done = _run("fuzz", "--component", "cse,flops", "--jobs", "2", "--properties", str(suite),
+                "--out", str(tmp_path / "o"), "--max-examples", "20", "--no-shrink", cwd=tmp_path)
+    assert done.returncode == 1
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    failed = sorted(p["component"] for p in report["properties"] if p["outcome"] == "failed")
+    assert failed == ["cse", "flops"]  # each worker found its component's failure
