@@ -8,9 +8,10 @@ Algorithm
        ``torch`` and ``math``; fixture values printed as ``<... object at 0x...>`` are
        replaced by the fixture itself (``refimpl_backend`` = the target backend).
     3. Call it. An exception means the failure reproduces (exit status 1); a return means it
-       no longer does (0). If the printed call cannot be evaluated (an object without a
-       Python-literal repr), fall back to re-running the property under pytest with the
-       campaign's example database, which replays the stored failing example first.
+       no longer does (0); a property suite that cannot be loaded is exit status 2. If the
+       printed call cannot be evaluated (an object without a Python-literal repr), fall back
+       to re-running the property under pytest with the campaign's example database, which
+       replays the stored failing example first.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def _load(properties: Path, nodeid: str):
     sys.path.insert(0, str(properties))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module  # dataclasses defined in it look their module up here
     spec.loader.exec_module(module)
     test = getattr(module, test_name.split("[")[0])
     return module, getattr(getattr(test, "hypothesis", None), "inner_test", test)
@@ -81,7 +83,12 @@ def replay(*, properties: str, nodeid: str, target: str, call: str, database: st
     """Re-run one failing example; 1 if it still fails, 0 if it passes now."""
     from refimpl.oracle import load_backend
 
-    module, inner = _load(Path(properties), nodeid)
+    try:
+        module, inner = _load(Path(properties), nodeid)
+    except Exception:  # the property suite itself did not load: not a reproduction
+        traceback.print_exc()
+        print(f"\ncould not load {nodeid} from {properties}")
+        return 2
     try:
         kwargs = build_kwargs(call, module, {"refimpl_backend": load_backend(target)})
     except Exception as exc:  # the printed example is not valid Python: replay via pytest

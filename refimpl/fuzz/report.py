@@ -20,7 +20,8 @@ target:   {target}
 failure (expected vs observed):
 {message}
 
-Run `python {filename}`: it exits 1 while the failure reproduces, 0 once it is fixed.
+Run `python {filename}`: it exits 1 while the failure reproduces, 0 once it is fixed
+(2 if the property suite cannot be loaded).
 """
 
 import sys
