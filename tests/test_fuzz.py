@@ -14,11 +14,21 @@ import pytest
 from refimpl.fuzz.options import FuzzOptions
 
 SUITE = '''
+from __future__ import annotations
+
+from dataclasses import dataclass
+
 from hypothesis import given, strategies as st
 
-@given(x=st.integers(), ys=st.lists(st.integers()))
-def test_small(refimpl_backend, x, ys):
-    assert x < 100, f"expected x < 100, observed {x}"
+
+@dataclass(frozen=True)
+class Box:  # a property module's own dataclass: the reproducer must rebuild it
+    x: int
+
+
+@given(box=st.builds(Box, x=st.integers()), ys=st.lists(st.integers()))
+def test_small(refimpl_backend, box, ys):
+    assert box.x < 100, f"expected x < 100, observed {box.x}"
 
 @given(x=st.integers())
 def test_always(refimpl_backend, x):
@@ -62,7 +72,7 @@ def test_fuzz_passes_with_exit_0_and_reports_missing_components(tmp_path: Path):
     folder = tmp_path / "props"
     folder.mkdir()
     (folder / "test_flops_ok.py").write_text(SUITE.split("@given(x=st.integers())")[0]
-                                             .replace("x < 100", "x == x"))
+                                             .replace("box.x < 100", "box.x == box.x"))
     done = _run("fuzz", "--component", "flops,layout", "--properties", str(folder), "--out",
                 str(tmp_path / "o"), "--max-examples", "5", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
