@@ -79,6 +79,27 @@ def test_fuzz_passes_with_exit_0_and_reports_missing_components(tmp_path: Path):
     assert "no property files test_layout*.py" in done.stdout  # skipped, and says why
 
 
+def test_fuzz_reports_a_skipped_property_as_skipped_with_no_examples(tmp_path: Path):
+    folder = tmp_path / "props"
+    folder.mkdir()
+    (folder / "test_layout_needs.py").write_text(textwrap.dedent('''
+        from hypothesis import given, strategies as st
+        from refimpl.oracle import component
+
+        @given(x=st.integers())
+        def test_needs_layout(refimpl_backend, x):
+            component(refimpl_backend, "optimize_layout")
+            raise AssertionError("unreachable against torch")
+    '''))
+    out = tmp_path / "o"
+    done = _run("fuzz", "--target", "torch", "--component", "layout", "--properties",
+                str(folder), "--out", str(out), "--max-examples", "5", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (prop,) = json.loads((out / "report.json").read_text())["properties"]
+    assert (prop["outcome"], prop["examples"]) == ("skipped", 0)
+    assert "has no optimize_layout" in prop["reason"]
+
+
 @pytest.mark.parametrize("args", [["--component", "nonsense"], ["--max-examples", "0"],
                                   ["--target", "no_colon_here"],
                                   ["--max-examples", "3", "--minutes", "1"]])

@@ -93,7 +93,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     elif report.failed:
         crash = getattr(report.longrepr, "reprcrash", None)
         message = crash.message if crash else str(report.longrepr)[-2000:]
+    examples = 0 if report.skipped else _recorder.examples  # a skip ends its only example
     _recorder.emit(event="result", nodeid=report.nodeid, outcome=report.outcome,
-                   examples=_recorder.examples, seconds=report.duration, reason=reason,
+                   examples=examples, seconds=report.duration, reason=reason,
                    message=message,
                    example=_recorder.failing if report.failed else None)
