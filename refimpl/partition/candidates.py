@@ -68,18 +68,32 @@ def runtime_bans(graph: JointGraph) -> set[str]:
         not _is_cheap(n) or _materialised_in_backward(graph, n))}
 
 
-def needed_by_backward(graph: JointGraph) -> set[str]:
-    """Forward-side nodes a backward node depends on through forward-side paths."""
-    stack = graph.read_by_backward()
-    needed: set[str] = set()
+def backward_reads(graph: JointGraph, saved: set[str]) -> tuple[list[str], list[str]]:
+    """Given the values saved, (the saved values and inputs the backward reads, the forward
+    nodes it recomputes), both in graph order: walk up from what the backward uses directly,
+    stopping at saved values and primals."""
+    stack, seen = graph.read_by_backward(), set()
+    reads, recomputed = [], []
     while stack:
         name = stack.pop()
         node = graph.by_name[name]
-        if name in needed or node.role not in ("primal", "forward"):
+        if name in seen or node.role not in ("primal", "forward"):
             continue
-        needed.add(name)
-        stack.extend(node.inputs)
-    return needed
+        seen.add(name)
+        if name in saved or node.role == "primal":
+            reads.append(name)
+        else:
+            recomputed.append(name)
+            stack.extend(node.inputs)
+    key = graph.order.__getitem__
+    return sorted(reads, key=key), sorted(recomputed, key=key)
+
+
+def needed_by_backward(graph: JointGraph) -> set[str]:
+    """Forward-side nodes a backward node depends on through forward-side paths: everything
+    the backward would read or recompute if nothing were saved."""
+    reads, recomputed = backward_reads(graph, set())
+    return set(reads) | set(recomputed)
 
 
 def items(graph: JointGraph, banned: set[str]) -> list[Item]:

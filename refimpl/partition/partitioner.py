@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from refimpl.partition import candidates, knapsack
+from refimpl.partition.candidates import backward_reads
 from refimpl.partition.mincut import save_set
 from refimpl.partition.options import PartitionOptions
 from refimpl.partition.plan import Plan
@@ -33,27 +34,6 @@ def budget_bound(min_bytes: int, max_bytes: int, budget: float) -> int:
     rounding (``28 / 40 * 40`` must allow 28 units, not 27.999...)."""
     span = max(max_bytes - min_bytes, 0)
     return min(max_bytes, math.floor(min_bytes + budget * span + BOUND_SLACK * span))
-
-
-def backward_reads(graph: JointGraph, saved: set[str]) -> tuple[list[str], list[str]]:
-    """Given the values saved, (the saved values and inputs the backward reads, the forward
-    nodes it recomputes), both in graph order: walk up from what the backward uses directly,
-    stopping at saved values and primals."""
-    stack, seen = graph.read_by_backward(), set()
-    reads, recomputed = [], []
-    while stack:
-        name = stack.pop()
-        node = graph.by_name[name]
-        if name in seen or node.role not in ("primal", "forward"):
-            continue
-        seen.add(name)
-        if name in saved or node.role == "primal":
-            reads.append(name)
-        else:
-            recomputed.append(name)
-            stack.extend(node.inputs)
-    key = graph.order.__getitem__
-    return sorted(reads, key=key), sorted(recomputed, key=key)
 
 
 def _cut(graph: JointGraph, banned: set[str]) -> tuple[list[str], list[str], int]:
