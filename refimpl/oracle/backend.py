@@ -20,6 +20,7 @@ COMPONENTS: dict[str, str] = {
     "partition": "compile",
     "checkpoint": "checkpoint",
     "layout": "optimize_layout",
+    "model_flops": "model_flops",
 }
 
 
@@ -38,29 +39,71 @@ class Backend(Protocol):
     def compile(self, fn: Any, *, memory_budget: float | None = None) -> Any: ...
     def checkpoint(self, module: nn.Module) -> nn.Module: ...
     def optimize_layout(self, gm: fx.GraphModule, example_inputs: Any) -> fx.GraphModule: ...
+    def model_flops(self, model: nn.Module, inputs: tuple) -> Any: ...
 
 
-def _builtin(name: str):
-    from refimpl.oracle import builtin
+class MissingExtra(BackendError):
+    """A built-in target whose optional package is not installed; names the extra."""
 
-    return {"refimpl": builtin.RefimplBackend, "torch": builtin.TorchBackend}[name]()
+
+def _import_attribute(spec: str) -> Any:
+    module_name, _, attribute = spec.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def _builtin(name: str) -> Any:
+    """The built-in target ``name`` (see :mod:`refimpl.oracle.registry`)."""
+    from refimpl.oracle.registry import BUILTIN_TARGETS
+
+    entry = BUILTIN_TARGETS[name]
+    try:
+        factory = _import_attribute(entry.factory)
+    except ImportError as exc:
+        if entry.extra is None:
+            raise
+        raise MissingExtra(
+            f"target {name!r} needs an optional package that is not installed ({exc}): "
+            f"pip install 'refimpl[{entry.extra}]'") from exc
+    try:
+        return factory()
+    except MissingExtra:
+        raise
+    except ImportError as exc:  # the factory imports its package lazily
+        if entry.extra is None:
+            raise
+        raise MissingExtra(
+            f"target {name!r} needs an optional package that is not installed ({exc}): "
+            f"pip install 'refimpl[{entry.extra}]'") from exc
+
+
+def builtin_target_names() -> list[str]:
+    """The names ``--target`` accepts besides ``package.module:attribute``."""
+    from refimpl.oracle.registry import BUILTIN_TARGETS
+
+    return list(BUILTIN_TARGETS)
 
 
 def load_backend(target: str | None = None) -> Any:
     """The backend named by ``target`` (default: :func:`selected_target`)."""
     target = target or selected_target()
-    if target in ("refimpl", "torch"):
+    if target in builtin_target_names():
         return _builtin(target)
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
         raise BackendError(
-            f"target {target!r}: expected 'refimpl', 'torch' or 'package.module:attribute'")
+            f"target {target!r}: expected one of {', '.join(builtin_target_names())} "
+            "or 'package.module:attribute'")
     try:
         obj = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise BackendError(f"target {target!r} cannot be loaded: {exc}") from exc
-    backend = obj() if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "name")) \
-        else obj
+    except Exception as exc:  # whatever its import raises, the target cannot be loaded
+        raise BackendError(f"target {target!r} cannot be loaded: "
+                           f"{type(exc).__name__}: {exc}") from exc
+    try:
+        backend = obj() if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "name")) \
+            else obj
+    except Exception as exc:
+        raise BackendError(f"target {target!r}: constructing it raised "
+                           f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(getattr(backend, "name", None), str):
         raise BackendError(f"target {target!r} has no string attribute 'name'")
     return backend
@@ -79,8 +122,14 @@ def component(backend: Any, method: str):
     if fn is None:
         import pytest
 
-        pytest.skip(f"backend {backend.name!r} has no {method}: component not provided")
+        pytest.skip(f"backend {backend.name!r} has no {method}: {skip_reason(backend, method)}")
     return fn
+
+
+def skip_reason(backend: Any, method: str) -> str:
+    """Why ``backend`` lacks ``method``: its own ``skip_reasons[method]`` where it gives one
+    (e.g. inductor optimises layouts only on GPU), else "component not provided"."""
+    return (getattr(backend, "skip_reasons", None) or {}).get(method, "component not provided")
 
 
 def describe(backend: Any) -> str:

@@ -6,7 +6,10 @@ It gives a user's suite what refimpl's own suite uses:
 - the ``refimpl_backend`` fixture: that backend, loaded once per session;
 - a report header line naming the backend, its version and its components, and the
   Hypothesis profile in force (dev / ci / fuzz, see :mod:`refimpl.testing.profiles`);
-- ``@pytest.mark.cuda`` tests are skipped, with the reason shown, when no GPU is present.
+- ``@pytest.mark.cuda`` tests are skipped, with the reason shown, when no GPU is present;
+- ``@pytest.mark.torch_releases("2.13", ...)`` marks a test that pins one torch release's
+  behaviour (a finding, a documented difference): it runs where ``torch.__version__`` starts
+  with one of the given releases and is skipped, with the reason shown, elsewhere.
 
 The public strategies are importable as ``refimpl.strategies``.
 """
@@ -29,6 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped (visibly) without one")
+    config.addinivalue_line(
+        "markers", "torch_releases(*releases): pins these torch releases' behaviour; "
+        "skipped (visibly) on others")
     config._refimpl_profile = load_selected_profile()
 
 
@@ -46,10 +52,22 @@ def refimpl_backend(request: pytest.FixtureRequest):
     return load_backend(selected_target(request.config.getoption("--refimpl-target")))
 
 
+def release_matches(version: str, releases: tuple[str, ...]) -> bool:
+    """Whether torch ``version`` (e.g. "2.14.1+cu130") is one of ``releases`` ("2.14",
+    "2.13.0"): a release matches on whole dot-separated components."""
+    if not releases:
+        raise ValueError("torch_releases needs at least one release, e.g. '2.13'")
+    parts = version.split("+")[0].split(".")
+    return any(parts[:len(r.split("."))] == r.split(".") for r in releases)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA device; none is present")
+    cuda_skip = pytest.mark.skip(reason="needs a CUDA device; none is present")
     for item in items:
-        if "cuda" in item.keywords:
-            item.add_marker(skip)
+        if "cuda" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(cuda_skip)
+        marker = item.get_closest_marker("torch_releases")
+        if marker is not None and not release_matches(torch.__version__, marker.args):
+            item.add_marker(pytest.mark.skip(
+                reason=f"pins torch {', '.join(marker.args)}'s behaviour; "
+                       f"this is torch {torch.__version__}"))
