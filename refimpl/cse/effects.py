@@ -29,6 +29,7 @@ functions by name; everything else is opaque.
 from __future__ import annotations
 
 import builtins
+import inspect
 import math
 from dataclasses import dataclass, replace
 
@@ -112,18 +113,45 @@ def effects_of(nodes) -> dict[fx.Node, Effect]:
 
 
 def _resolve_copy(node: fx.Node, effect: Effect) -> Effect:
-    """A maybe-copy whose traced values (``meta["val"]``, as make_fx and dynamo record) show
-    what it did: a view if it shares storage with the input it may alias, else a copy."""
+    """A maybe-copy whose inputs' traced values (``meta["val"]``, as make_fx and dynamo record)
+    show what it does: a view if, run on meta tensors of the inputs' sizes, strides and
+    dtypes, it returns its input or a view; else a copy.
+
+    The op is re-run rather than the recorded output's storage compared with its input's:
+    after any rewrite (a CSE merge redirects a reader to an equal value) the recorded values
+    of a node and its input may come from two different, equal nodes, so storage identity
+    is stale while sizes, strides and dtypes stay right.
+    """
     if not effect.maybe_copy or len(effect.aliases) != 1:
         return effect
-    out, source = node.meta.get("val"), effect.aliases[0].meta.get("val")
-    if not isinstance(out, torch.Tensor) or not isinstance(source, torch.Tensor):
+    view = _returns_view(node, effect.aliases[0])
+    if view is None:
         return effect
+    return replace(effect, maybe_copy=False, aliases=effect.aliases if view else ())
+
+
+def _returns_view(node: fx.Node, source: fx.Node) -> bool | None:
+    """Does ``node`` return ``source`` or a view of it? None: unknown (a value not traced)."""
+    metas: dict[fx.Node, torch.Tensor] = {}
+
+    def to_meta(value):
+        if not isinstance(value, fx.Node):
+            return value
+        val = value.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise LookupError(value)
+        if value not in metas:
+            metas[value] = torch.empty_strided(val.shape, val.stride(), dtype=val.dtype,
+                                               device="meta")
+        return metas[value]
+
     try:
-        same = out.untyped_storage()._cdata == source.untyped_storage()._cdata
-    except (NotImplementedError, RuntimeError):
-        return effect
-    return replace(effect, maybe_copy=False, aliases=effect.aliases if same else ())
+        args, kwargs = fx.node.map_aggregate((node.args, node.kwargs), to_meta)
+        with torch.no_grad():
+            out = node.target(*args, **kwargs)
+    except Exception:  # untraced input, symbolic sizes, an op without a meta kernel
+        return None
+    return out is metas[source] or (isinstance(out, torch.Tensor) and out._is_view())
 
 
 def effect_of(node: fx.Node) -> Effect:
@@ -164,13 +192,28 @@ class OpSummary:
     aliased: tuple[int, ...]
     inplace_view: bool
     maybe_copy: bool
+    #: position of a ``dropout_p`` argument when that optional dropout is the op's only source
+    #: of randomness (attention kernels); None otherwise
+    dropout_arg: int | None = None
 
     def effect(self, node: fx.Node) -> Effect:
-        """The Effect of one call: argument positions resolved to the graph values there."""
+        """The Effect of one call: argument positions resolved to the graph values there.
+
+        An attention kernel tagged random for its optional dropout is pure in a call whose
+        ``dropout_p`` is the constant 0: it then draws nothing."""
         def values(positions: tuple[int, ...]) -> tuple[fx.Node, ...]:
             return tuple(v for i in positions for v in node_inputs(self._argument(node, i)))
-        return Effect(self.kind, values(self.written), values(self.aliased), self.inplace_view,
+        kind = "pure" if self._draws_nothing(node) else self.kind
+        return Effect(kind, values(self.written), values(self.aliased), self.inplace_view,
                       self.maybe_copy)
+
+    def _draws_nothing(self, node: fx.Node) -> bool:
+        if self.kind != "random" or self.dropout_arg is None:
+            return False
+        value = self._argument(node, self.dropout_arg)
+        if value is None:
+            value = self.op._schema.arguments[self.dropout_arg].default_value
+        return type(value) in (int, float) and value == 0
 
     def _argument(self, node: fx.Node, index: int):
         arg = self.op._schema.arguments[index]
@@ -199,7 +242,19 @@ def summarize_op(op: torch._ops.OpOverload, node: fx.Node) -> OpSummary:
     else:
         kind = "pure"
     return OpSummary(op, kind, written, aliased, torch.Tag.inplace_view in op.tags,
-                     name in MAYBE_COPY_NAMES)
+                     name in MAYBE_COPY_NAMES, _optional_dropout(op, name))
+
+
+def _optional_dropout(op: torch._ops.OpOverload, name: str) -> int | None:
+    """The ``dropout_p`` position of an op whose only randomness is that optional dropout:
+    tagged ``nondeterministic_seeded`` alone (not bitwise-nondeterministic, not a random op
+    by name), with a ``dropout_p`` argument."""
+    if (torch.Tag.nondeterministic_seeded not in op.tags
+            or torch.Tag.nondeterministic_bitwise in op.tags
+            or name.rstrip("_") in RANDOM_NAMES):
+        return None
+    names = [a.name for a in op._schema.arguments]
+    return names.index("dropout_p") if "dropout_p" in names else None
 
 
 def _operator_effect(node: fx.Node, name: str, inputs: tuple[fx.Node, ...]) -> Effect:
@@ -235,16 +290,31 @@ def _pure_python_effect(node: fx.Node, inputs: tuple[fx.Node, ...]) -> Effect:
     return Effect("opaque", writes=inputs, aliases=inputs)
 
 
+def _inplace_argument(node: fx.Node) -> bool:
+    """A Python function's ``inplace`` parameter (``F.relu(x, True)``, ``F.dropout(x,
+    inplace=True)``), given by keyword or by position; a graph value there may be True."""
+    if node.op != "call_function":
+        return False
+    try:
+        bound = inspect.signature(node.target).bind(*node.args, **node.kwargs)
+    except (TypeError, ValueError):  # no signature, or arguments it does not take
+        return node.kwargs.get("inplace") is not False and "inplace" in node.kwargs
+    flag = bound.arguments.get("inplace", False)
+    return flag is not False
+
+
 def _packet_effect(node, name: str, packet, inputs: tuple[fx.Node, ...]) -> Effect:
     """A torch function/method read through its aten family. Views are assumed to alias
     every input (which one is not known without the overload)."""
     overloads = [getattr(packet, o) for o in packet.overloads()]
     plain = [op for op in overloads if not op._schema.is_mutable] or overloads
+    writes = name.endswith("_") or node.kwargs.get("out") is not None or \
+        _inplace_argument(node) or any(op._schema.is_mutable for op in plain)
+    written = inputs if writes else ()
     if name in RANDOM_NAMES or name.rstrip("_") in RANDOM_NAMES or any(
             t in op.tags for op in plain for t in _RANDOM_TAGS):
-        return Effect("random")
-    if name.endswith("_") or node.kwargs.get("out") is not None or \
-            node.kwargs.get("inplace") is True or any(op._schema.is_mutable for op in plain):
+        return Effect("random", writes=written, aliases=written)  # x.uniform_() writes x
+    if writes:
         return Effect("mutating", writes=inputs, aliases=inputs,
                       inplace_view=any(torch.Tag.inplace_view in op.tags for op in overloads))
     if name in UNINITIALIZED_NAMES:

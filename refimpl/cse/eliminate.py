@@ -11,7 +11,8 @@ Two nodes are the same value when
 2. they have the same ``op`` and the same target (the exact overload: ``aten.sum.default`` is
    not ``aten.sum.dim_IntList``);
 3. their arguments are structurally equal (:mod:`refimpl.cse.keys`: 1, 1.0 and True differ,
-   NaN equals NaN, 0.0 and -0.0 differ, kwargs compared as a mapping), where a graph value is
+   floats compare by their bits: 0.0 and -0.0 differ, nan and -nan differ, a NaN equals a NaN
+   of the same bits; kwargs compared as a mapping), where a graph value is
    compared as (its representative, the number of writes to its storage so far), so a value
    read before and after a mutation is two different values.
 
@@ -21,6 +22,11 @@ representative (if the storages cannot be shared, it replaces the table entry in
 otherwise it is copied. Invariant: every node's representative comes earlier
 in the graph and computes the same value, so the new graph is in the original order, acyclic,
 and computes the same outputs with the same aliasing between them.
+
+A refused merge (one storage written while the other is still read) can become possible once
+later duplicates, readers among them, are dropped: so while a pass both merged and refused,
+the pass runs again on its result, to a fixpoint (each repeat removes a node; usually one pass,
+two where a refusal was lifted). So a second ``fx_graph_cse`` removes nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from torch import fx
 
 from refimpl.cse.aliasing import AliasFacts, alias_facts
 from refimpl.cse.effects import Effect, effects_of
+from refimpl.cse.graph_check import check_graph
 from refimpl.cse.keys import freeze
 
 
@@ -45,18 +52,14 @@ def fx_graph_cse(graph: fx.Graph) -> fx.Graph:
     Same contract as ``torch._functorch.compile_utils.fx_graph_cse``: placeholders and the
     output node are kept, the order of the remaining nodes is stable.
     """
-    _check_graph(graph)
-    return _rebuild(graph, find_duplicates(graph))
-
-
-def _check_graph(graph: fx.Graph) -> None:
-    if not isinstance(graph, fx.Graph):
-        raise TypeError(f"graph must be a torch.fx.Graph, got {type(graph).__name__}"
-                        " (pass gm.graph for a GraphModule)")
-    last = next(iter(reversed(graph.nodes)), None)
-    if last is None or last.op != "output":
-        raise ValueError("graph must end with its output node (op='output'); "
-                         f"its last node is {last!r}")
+    check_graph(graph)
+    found = _merge_pass(graph)
+    new_graph = _rebuild(graph, found.duplicates)
+    while found.duplicates and found.refused:  # dropped readers may lift a refusal
+        found = _merge_pass(new_graph)
+        if found.duplicates:
+            new_graph = _rebuild(new_graph, found.duplicates)
+    return new_graph
 
 
 def mergeable(node: fx.Node, effect: Effect, facts: AliasFacts) -> bool:
@@ -147,14 +150,30 @@ def _target_key(node: fx.Node) -> Hashable:
     return node.target
 
 
+@dataclass(frozen=True)
+class MergePass:
+    """One pass's result: each dropped node's representative, and how many equal nodes were
+    kept because their storages could not be shared."""
+
+    duplicates: dict[fx.Node, fx.Node]
+    refused: int
+
+
 def find_duplicates(graph: fx.Graph) -> dict[fx.Node, fx.Node]:
-    """Map each node that repeats an earlier one to its representative (module docstring)."""
+    """Map each node that repeats an earlier one to its representative, in one pass (the
+    module docstring; :func:`fx_graph_cse` repeats passes to a fixpoint)."""
+    return _merge_pass(graph).duplicates
+
+
+def _merge_pass(graph: fx.Graph) -> MergePass:
+    """One pass in graph order (module docstring)."""
     nodes = list(graph.nodes)
     effects = effects_of(nodes)
     facts = alias_facts(nodes, effects)
     storage = SharedStorage(facts, set(facts.returned))
     representative: dict[fx.Node, fx.Node] = {}
     first_with_key: dict[Hashable, fx.Node] = {}
+    refused = 0
 
     def value_key(value: fx.Node) -> Hashable:
         rep = representative[value]
@@ -170,10 +189,11 @@ def find_duplicates(graph: fx.Graph) -> dict[fx.Node, fx.Node]:
                 representative[node] = first
                 storage.share(node, first)
             else:  # later duplicates share with this one
+                refused += first is not node
                 first_with_key[key] = node
         for written in effects[node].writes:
             storage.writes[storage.root(written)] += 1
-    return {n: rep for n, rep in representative.items() if rep is not n}
+    return MergePass({n: rep for n, rep in representative.items() if rep is not n}, refused)
 
 
 def _rebuild(graph: fx.Graph, duplicates: dict[fx.Node, fx.Node]) -> fx.Graph:

@@ -6,8 +6,8 @@ keys exactly when substituting one for the other cannot change what an op comput
 * a graph value (``fx.Node``) is described by the caller (its representative and the version
   of the storage it reads, see :mod:`refimpl.cse.eliminate`);
 * a Python number is keyed by its type *and* its bits: ``1``, ``1.0`` and ``True`` differ
-  (``hash`` makes them collide), ``0.0`` and ``-0.0`` differ (``==`` says they are equal), and
-  NaN equals NaN (``==`` says it does not);
+  (``hash`` makes them collide), ``0.0`` and ``-0.0`` differ (``==`` says they are equal),
+  NaN equals a NaN with the same bits (``==`` says it does not) and ``nan`` is not ``-nan``;
 * lists, tuples and slices are keyed element by element, with their type;
 * a dict (the kwargs) is keyed as a mapping: the order of its items does not matter;
 * dtypes, devices, layouts, memory formats, strings and other hashable immutable leaves are
@@ -21,7 +21,7 @@ arguments (given that the caller's node keys have the same property).
 
 from __future__ import annotations
 
-import math
+import struct
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -33,9 +33,10 @@ _VALUE_LEAVES = (str, bytes, type(None), type(Ellipsis), torch.dtype, torch.devi
                  torch.layout, torch.memory_format)
 
 
-def float_key(value: float) -> tuple[str, str]:
-    """A float by its bits: NaN is one value, and -0.0 is not 0.0."""
-    return ("float", "nan" if math.isnan(value) else value.hex())
+def float_key(value: float) -> tuple[str, bytes]:
+    """A float by its IEEE-754 bits: -0.0 is not 0.0, NaN equals a NaN of the same bits,
+    and NaN is not -NaN (the sign bit survives into a tensor: ``signbit`` sees it)."""
+    return ("float", struct.pack(">d", value))
 
 
 def freeze(value: Any, node_key: Callable[[fx.Node], tuple]) -> Hashable:

@@ -16,7 +16,7 @@ equal fresh inputs and lists what differs:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Hashable
 
 import torch
 from torch import fx
@@ -85,9 +85,14 @@ def _leaves(value) -> list:
         else [value]
 
 
-def unsound_reasons(gm: fx.GraphModule, new_graph: fx.Graph,
-                    make_inputs: Callable[[], list]) -> list[str]:
-    """Everything that shows ``new_graph`` does not compute what ``gm.graph`` computes."""
+def unsound_reasons(gm: fx.GraphModule, new_graph: fx.Graph, make_inputs: Callable[[], list],
+                    must_keep: Collection[str] | None = None) -> list[str]:
+    """Everything that shows ``new_graph`` does not compute what ``gm.graph`` computes.
+
+    ``must_keep``: names of nodes that must survive (random draws, writes), as the caller
+    knows them independently (e.g. a generator's record); by default the never-merged
+    counts of refimpl's own effect rules (:func:`kept_counts`) are compared.
+    """
     try:
         new_graph.lint()
     except Exception as exc:  # lint raises RuntimeError or AssertionError
@@ -95,9 +100,13 @@ def unsound_reasons(gm: fx.GraphModule, new_graph: fx.Graph,
     reasons = []
     if len(new_graph.nodes) > len(gm.graph.nodes):
         reasons.append(f"node count grew: {len(gm.graph.nodes)} -> {len(new_graph.nodes)}")
-    before, after = kept_counts(gm.graph), kept_counts(new_graph)
-    if before != after:
-        reasons.append(f"never-merged nodes changed: {dict(before)} -> {dict(after)}")
+    if must_keep is not None:
+        lost = sorted(set(must_keep) - {n.name for n in new_graph.nodes})
+        if lost:
+            reasons.append(f"never-merged nodes removed: {lost}")
+    elif kept_counts(gm.graph) != kept_counts(new_graph):
+        reasons.append(f"never-merged nodes changed: {dict(kept_counts(gm.graph))} -> "
+                       f"{dict(kept_counts(new_graph))}")
     old_in, new_in = make_inputs(), make_inputs()
     old_out, old_values = run_recording(gm, old_in)
     new_out, new_values = run_recording(fx.GraphModule(gm, new_graph), new_in)
@@ -112,3 +121,44 @@ def unsound_reasons(gm: fx.GraphModule, new_graph: fx.Graph,
     if storage_pattern(old_out, old_in) != storage_pattern(new_out, new_in):
         reasons.append("outputs share storage differently (with each other or the inputs)")
     return reasons
+
+
+def naive_duplicates(graph: fx.Graph) -> int:
+    """How many nodes a naive CSE would drop: one that ignores effects (random draws, writes,
+    aliasing) and compares constants with ``==`` (``0.0 == -0.0``; here NaN equals NaN too).
+    A graph with none offers no merge to make or to refuse; the properties' reach reads it.
+
+    Algorithm: hash-consing in graph order; a node's key is (op, target, its arguments with
+    each graph value replaced by its naive representative), kwargs as a sorted mapping.
+    """
+    first: dict[Hashable, fx.Node] = {}
+    rep: dict[fx.Node, fx.Node] = {}
+    dropped = 0
+    for node in graph.nodes:
+        rep[node] = node
+        if node.op not in ("call_function", "call_method", "call_module"):
+            continue
+        try:
+            key = (node.op, node.target, _naive(node.args, rep),
+                   tuple(sorted((k, _naive(v, rep)) for k, v in node.kwargs.items())))
+            hash(key)
+        except TypeError:  # an unhashable target or constant: never a naive duplicate
+            continue
+        if key in first:
+            rep[node] = first[key]
+            dropped += 1
+        else:
+            first[key] = node
+    return dropped
+
+
+def _naive(value, rep: dict[fx.Node, fx.Node]):
+    if isinstance(value, fx.Node):
+        return ("node", rep[value])
+    if isinstance(value, (list, tuple)):
+        return tuple(_naive(v, rep) for v in value)
+    if isinstance(value, slice):
+        return ("slice", _naive((value.start, value.stop, value.step), rep))
+    if isinstance(value, float) and value != value:
+        return "nan"
+    return value

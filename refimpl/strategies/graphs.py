@@ -1,235 +1,55 @@
-"""Random FX op graphs (``op_graphs``): plain-data specs that build an aten graph.
+"""Random FX op graphs (``op_graphs``): plain-data specs that build make_fx-style (aten) or
+symbolic_trace-style (torch functions, Tensor methods, ``operator``) graphs.
 
-A :class:`GraphSpec` is plain data: the number of inputs, one :class:`NodeSpec` per op (its
-vocabulary name, the indices of the earlier values it reads, its constant parameters), and
-the output indices. ``spec.build()`` makes the ``fx.GraphModule``; ``spec.example_inputs()``
-makes fresh inputs; ``str(spec)`` prints a runnable-looking listing for a reproducer.
+A :class:`GraphSpec` is plain data: the dialect (``style``: ``"aten"`` or ``"torch"``), the
+number of inputs, one :class:`NodeSpec` per op (its vocabulary name, the indices of the
+earlier values it reads, its constant parameters), and the output indices.
+``spec.build()`` makes the ``fx.GraphModule`` (each node's vocabulary family in
+``node.meta["op_graphs_family"]``); ``spec.traced()`` adds what the dialect's tracer records
+(make_fx: ``meta["val"]``); ``spec.example_inputs()`` makes fresh inputs; ``str(spec)``
+prints a listing that rebuilds it, for a reproducer.
 
 Generation: values are numbered; the inputs are ``(side, side)`` float tensors; each new node
 draws its op from the enabled, applicable vocabulary entries and its inputs only from earlier
 values whose shapes fit, so every graph is acyclic and runs. Each node may instead repeat an
-earlier node (a deliberate duplicate, with its kwargs possibly in the other order). Swarm
-testing: each family may be switched off for a whole graph; the switches shrink towards
-everything enabled, node counts shrink towards one, inputs towards the first placeholder.
+earlier node (a deliberate duplicate, with its kwargs possibly in the other order, possibly
+reading the repeats of its inputs instead: ``x.clone().uniform_()`` written twice; or a
+near-duplicate whose constant is swapped for a lookalike: ``x + 0.0`` then ``x + -0.0``).
+Swarm testing: each family may be switched off for a whole graph; the switches shrink towards
+everything enabled, node counts towards two, inputs towards the first placeholder, the dialect
+towards aten.
 
-The vocabulary is a table (``VOCABULARY``): add an :class:`OpKind` to extend it.
+The vocabulary (every effect class CSE must tell apart, in both dialects) is a table in
+:mod:`refimpl.strategies.graph_ops`: add an ``OpKind`` there to extend it.
 """
 
 from __future__ import annotations
 
 import math
-import operator
-from collections.abc import Callable
+import struct
 from dataclasses import dataclass, field, replace
 
 import torch
 from hypothesis import strategies as st
 from torch import fx
 
-aten = torch.ops.aten
-Shape = tuple[int, ...]
+from refimpl.strategies.graph_ops import (
+    CONSTANTS,
+    FAMILIES,
+    NEVER_MERGED_FAMILIES,
+    VOCABULARY,
+    OpKind,
+    Value,
+)
 
-__all__ = ["CONSTANTS", "FAMILIES", "VOCABULARY", "GraphOptions", "GraphSpec", "NodeSpec",
-           "OpKind", "annotate", "op_graphs"]
+__all__ = ["CONSTANTS", "FAMILIES", "NEVER_MERGED_FAMILIES", "STYLES", "VOCABULARY",
+           "GraphOptions", "GraphSpec", "NodeSpec", "OpKind", "annotate", "never_merged_names",
+           "op_graphs"]
 
-#: constants whose hashes collide (1, 1.0, True; 0, 0.0, -0.0) or that break ``==`` (NaN).
-CONSTANTS: tuple = (1, 1.0, True, 2, 2.0, 0.0, -0.0, math.nan)
-
-
-@dataclass(frozen=True)
-class Value:
-    """A value while generating: its shape, and whether it is contiguous (``view`` needs it)."""
-
-    shape: Shape
-    contiguous: bool = True
-    storage: int = -1  # index of the value that owns the memory (set by the generator)
-
-
-@dataclass(frozen=True)
-class OpKind:
-    """One vocabulary entry.
-
-    ``fits(values)`` says whether a prefix of candidate inputs is acceptable; ``params`` maps
-    the chosen inputs and the allowed scalar constants to a strategy of parameters; ``emit``
-    adds the node(s) and returns the value node; ``result`` gives the output's :class:`Value`.
-    """
-
-    name: str
-    family: str
-    arity: int
-    fits: Callable[[list[Value]], bool]
-    emit: Callable[[fx.Graph, list[fx.Node], tuple], fx.Node]
-    result: Callable[[list[Value], tuple], Value]
-    params: Callable[[list[Value], tuple], st.SearchStrategy] = (
-        lambda vs, consts: st.just(()))
-
-
-def _call(target, n_args: int = 0) -> Callable[[fx.Graph, list[fx.Node], tuple], fx.Node]:
-    """Emit ``target(*nodes, *params[:n_args], **dict(params[n_args:]))``; a tuple among
-    the positional params (kept hashable in the spec) becomes a list, as aten expects."""
-    def emit(graph: fx.Graph, nodes: list[fx.Node], params: tuple) -> fx.Node:
-        args = [list(p) if isinstance(p, tuple) else p for p in params[:n_args]]
-        return graph.call_function(target, (*nodes, *args), dict(params[n_args:]))
-    return emit
-
-
-def _broadcast(a: Shape, b: Shape) -> Shape | None:
-    try:
-        return tuple(torch.broadcast_shapes(a, b))
-    except RuntimeError:
-        return None
-
-
-def _same(vs: list[Value], _p=()) -> Value:
-    return Value(vs[0].shape, all(v.contiguous for v in vs))
-
-
-def _binary_fits(vs: list[Value]) -> bool:
-    return len(vs) < 2 or _broadcast(vs[0].shape, vs[1].shape) is not None
-
-
-def _binary_result(vs: list[Value], _p=()) -> Value:
-    return Value(_broadcast(vs[0].shape, vs[1].shape), all(v.contiguous for v in vs))
-
-
-def _inplace_fits(vs: list[Value]) -> bool:
-    """The written value keeps its shape and does not overlap what it reads."""
-    return len(vs) < 2 or (_broadcast(vs[0].shape, vs[1].shape) == vs[0].shape
-                           and vs[0].storage != vs[1].storage)
-
-
-def _any(vs: list[Value]) -> bool:
-    return True
-
-
-def _small(vs: list[Value]) -> bool:
-    return math.prod(vs[0].shape) <= 64 and (len(vs) < 2 or vs[1].shape == vs[0].shape)
-
-
-def _kwargs_in_either_order(*pairs: tuple[str, st.SearchStrategy]) -> st.SearchStrategy:
-    """kwargs as a tuple of (name, value) pairs, in a drawn order."""
-    items = st.tuples(*(st.tuples(st.just(k), s) for k, s in pairs))
-    return st.tuples(items, st.booleans()).map(lambda t: t[0][::-1] if t[1] else t[0])
-
-
-def _dim(vs: list[Value], extra: int = 0) -> st.SearchStrategy:
-    return st.integers(0, len(vs[0].shape) - 1 + extra)
-
-
-def _reduce_result(vs: list[Value], p: tuple) -> Value:
-    dims, kwargs = p[0], dict(p[1:])
-    shape = [1 if i in dims else s for i, s in enumerate(vs[0].shape)]
-    if not kwargs["keepdim"]:
-        shape = [s for i, s in enumerate(shape) if i not in dims]
-    return Value(tuple(shape), vs[0].contiguous)
-
-
-def _reduction(name: str, target) -> OpKind:
-    return OpKind(
-        name, "reduction", 1, lambda vs: len(vs[0].shape) >= 1,
-        lambda g, ns, p: g.call_function(target, (ns[0], list(p[0])), dict(p[1:])),
-        _reduce_result,
-        lambda vs, consts: st.tuples(_dim(vs).map(lambda d: (d,)), st.booleans()).flatmap(
-            lambda t: _kwargs_in_either_order(("keepdim", st.just(t[1])),
-                                              ("dtype", st.just(None))).map(
-                lambda kw: (t[0], *kw))))
-
-
-def _view_result(fn: Callable[[Shape, tuple], Shape], contiguous: bool):
-    return lambda vs, p: Value(fn(vs[0].shape, p), contiguous and vs[0].contiguous)
-
-
-def _swap(shape: Shape, d0: int, d1: int) -> Shape:
-    s = list(shape)
-    s[d0], s[d1] = s[d1], s[d0]
-    return tuple(s)
-
-
-def _emit_dropout(graph: fx.Graph, nodes: list[fx.Node], params: tuple) -> fx.Node:
-    pair = graph.call_function(aten.native_dropout.default, (nodes[0], 0.5, True))
-    return graph.call_function(operator.getitem, (pair, 0))
-
-
-def _emit_list(target):
-    return lambda g, ns, p: g.call_function(target, (list(ns), p[0]))
-
-
-def _unary(name, target, family="unary") -> OpKind:
-    return OpKind(name, family, 1, _any, _call(target), _same)
-
-
-def _binary(name, target) -> OpKind:
-    return OpKind(name, "binary", 2, _binary_fits, _call(target), _binary_result)
-
-
-_KINDS = [
-    _unary("clone", aten.clone.default), _unary("cos", aten.cos.default),
-    _unary("tanh", aten.tanh.default), _unary("gelu", aten.gelu.default),
-    _unary("neg", aten.neg.default), _unary("relu", aten.relu.default),
-    _binary("add", aten.add.Tensor), _binary("mul", aten.mul.Tensor),
-    _binary("sub", aten.sub.Tensor), _binary("maximum", aten.maximum.default),
-    OpKind("add_scalar", "constant", 1, _any, _call(aten.add.Tensor, 1), _same,
-           lambda vs, consts: st.sampled_from(consts).map(lambda c: (c,))),
-    OpKind("mul_scalar", "constant", 1, _any, _call(aten.mul.Tensor, 1), _same,
-           lambda vs, consts: st.sampled_from(consts).map(lambda c: (c,))),
-    OpKind("clamp", "constant", 1, _any, _call(aten.clamp.default), _same,
-           lambda vs, consts: _kwargs_in_either_order(("min", st.sampled_from((-1, -1.0, 0.0))),
-                                              ("max", st.sampled_from((1, 1.0, True))))),
-    _reduction("sum", aten.sum.dim_IntList), _reduction("mean", aten.mean.dim),
-    OpKind("t", "view", 1, lambda vs: len(vs[0].shape) == 2, _call(aten.t.default),
-           _view_result(lambda s, p: s[::-1], False)),
-    OpKind("transpose", "view", 1, lambda vs: len(vs[0].shape) >= 2,
-           _call(aten.transpose.int, 2), _view_result(lambda s, p: _swap(s, *p), False),
-           lambda vs, consts: st.tuples(_dim(vs), _dim(vs))),
-    OpKind("unsqueeze", "view", 1, lambda vs: len(vs[0].shape) <= 3,
-           _call(aten.unsqueeze.default, 1),
-           _view_result(lambda s, p: (*s[:p[0]], 1, *s[p[0]:]), True),
-           lambda vs, consts: _dim(vs, extra=1).map(lambda d: (d,))),
-    OpKind("select", "view", 1, lambda vs: len(vs[0].shape) >= 2,
-           _call(aten.select.int, 2),
-           _view_result(lambda s, p: s[:p[0]] + s[p[0] + 1:], False),
-           lambda vs, consts: _dim(vs).map(lambda d: (d, 0))),
-    OpKind("slice", "view", 1, lambda vs: len(vs[0].shape) >= 1,
-           _call(aten.slice.Tensor, 4),
-           _view_result(lambda s, p: (*s[:p[0]], min(p[2], s[p[0]]), *s[p[0] + 1:]), False),
-           lambda vs, consts: _dim(vs).map(lambda d: (d, 0, 2, 1))),
-    OpKind("flatten_view", "view", 1, lambda vs: vs[0].contiguous,
-           _call(aten.view.default, 1), _view_result(lambda s, p: (math.prod(s),), True),
-           lambda vs, consts: st.just(((-1,),))),
-    OpKind("reshape", "view", 1, lambda vs: vs[0].contiguous and len(vs[0].shape) >= 2,
-           _call(aten.reshape.default, 1),
-           _view_result(lambda s, p: (s[0] * s[1], *s[2:]), True),
-           lambda vs, consts: st.just(((vs[0].shape[0] * vs[0].shape[1], *vs[0].shape[2:]),))),
-    OpKind("cat", "list", 2, _small, _emit_list(aten.cat.default),
-           lambda vs, p: Value(tuple(2 * s if i == p[0] else s
-                                     for i, s in enumerate(vs[0].shape))),
-           lambda vs, consts: _dim(vs).map(lambda d: (d,))),
-    OpKind("stack", "list", 2, lambda vs: _small(vs) and len(vs[0].shape) <= 2,
-           _emit_list(aten.stack.default),
-           lambda vs, p: Value((*vs[0].shape[:p[0]], 2, *vs[0].shape[p[0]:])),
-           lambda vs, consts: _dim(vs, extra=1).map(lambda d: (d,))),
-    OpKind("mm", "matmul", 2,
-           lambda vs: len(vs[-1].shape) == 2 and (
-               len(vs) < 2 or vs[1].shape[0] == vs[0].shape[1]),
-           _call(aten.mm.default), lambda vs, p: Value((vs[0].shape[0], vs[1].shape[1]))),
-    OpKind("bmm", "matmul", 2,
-           lambda vs: len(vs[-1].shape) == 3 and (
-               len(vs) < 2 or vs[1].shape[:2] == (vs[0].shape[0], vs[0].shape[2])),
-           _call(aten.bmm.default),
-           lambda vs, p: Value((*vs[0].shape[:2], vs[1].shape[2]))),
-    OpKind("add_", "inplace", 2, _inplace_fits, _call(aten.add_.Tensor), _same),
-    OpKind("mul_", "inplace", 1, _any, _call(aten.mul_.Tensor, 1), _same,
-           lambda vs, consts: st.sampled_from((2, 2.0, 0.5)).map(lambda c: (c,))),
-    OpKind("relu_", "inplace", 1, _any, _call(aten.relu_.default), _same),
-    OpKind("rand_like", "random", 1, _any, _call(aten.rand_like.default), _same),
-    OpKind("randn_like", "random", 1, _any, _call(aten.randn_like.default), _same),
-    OpKind("bernoulli", "random", 1, _any, _call(aten.bernoulli.p, 1), _same,
-           lambda vs, consts: st.just((0.5,))),
-    OpKind("native_dropout", "random", 1, _any, _emit_dropout, _same),
-]
-#: vocabulary name -> entry. Extend by adding an OpKind (its family switches it on and off).
-VOCABULARY: dict[str, OpKind] = {k.name: k for k in _KINDS}
-FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(k.family for k in _KINDS))
+#: the dialects: make_fx's aten ops, symbolic_trace's torch functions and Tensor methods.
+STYLES = ("aten", "torch")
+#: the meta key under which ``GraphSpec.build`` records each node's vocabulary family.
+FAMILY_META = "op_graphs_family"
 
 
 @dataclass(frozen=True)
@@ -240,6 +60,22 @@ class NodeSpec:
     inputs: tuple[int, ...]
     params: tuple = ()
 
+    def __repr__(self) -> str:
+        """Runnable, and exact for special floats (``repr(-nan)`` is ``nan``)."""
+        return f"NodeSpec(op={self.op!r}, inputs={self.inputs!r}, params={_literal(self.params)})"
+
+
+def _literal(value) -> str:
+    """Python source for ``value``: floats by their bits where repr is ambiguous or not a
+    literal (``float('-nan')``, ``float('inf')``)."""
+    if isinstance(value, tuple):
+        items = [_literal(v) for v in value]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if isinstance(value, float) and not math.isfinite(value):
+        sign = "-" if math.copysign(1.0, value) < 0 else ""
+        return f"float('{sign}{'nan' if math.isnan(value) else 'inf'}')"
+    return repr(value)
+
 
 @dataclass(frozen=True)
 class GraphSpec:
@@ -249,16 +85,30 @@ class GraphSpec:
     side: int
     nodes: tuple[NodeSpec, ...]
     outputs: tuple[int, ...]
+    style: str = "aten"
 
     def build(self) -> fx.GraphModule:
-        """The aten graph: placeholders x0.., one op per NodeSpec, a tuple output."""
+        """The graph in this spec's dialect: placeholders x0.., one op per NodeSpec (each
+        node it emits tagged with the op's family in ``meta[FAMILY_META]``), a tuple output."""
         graph = fx.Graph()
         values = [graph.placeholder(f"x{i}") for i in range(self.num_inputs)]
         for spec in self.nodes:
             kind = VOCABULARY[spec.op]
-            values.append(kind.emit(graph, [values[i] for i in spec.inputs], spec.params))
+            emit = kind.emit if self.style == "aten" else kind.emit_torch
+            last = next(reversed(graph.nodes))  # a placeholder at least
+            values.append(emit(graph, [values[i] for i in spec.inputs], spec.params))
+            node = values[-1]
+            while node is not last:
+                node.meta[FAMILY_META] = kind.family
+                node = node.prev
         graph.output(tuple(values[i] for i in self.outputs))
         return fx.GraphModule(torch.nn.Module(), graph)
+
+    def traced(self) -> fx.GraphModule:
+        """:meth:`build`, with what the dialect's tracer records: make_fx's ``meta["val"]``
+        for aten graphs (torch's CSE reads it to protect outputs); nothing for symbolic_trace."""
+        gm = self.build()
+        return annotate(gm, self.example_inputs()) if self.style == "aten" else gm
 
     def example_inputs(self, seed: int = 0) -> list[torch.Tensor]:
         """Fresh inputs (in-place ops may write them); entry [0, 0] of each is -0.0."""
@@ -270,13 +120,21 @@ class GraphSpec:
         return inputs
 
     def count(self, family: str) -> int:
+        """How many of the spec's ops belong to ``family``."""
         return sum(VOCABULARY[n.op].family == family for n in self.nodes)
 
     def __str__(self) -> str:
         lines = [f"GraphSpec(num_inputs={self.num_inputs}, side={self.side}, outputs="
-                 f"{self.outputs}, nodes=("]
+                 f"{self.outputs}, style={self.style!r}, nodes=("]
         lines += [f"    {n!r},  # v{self.num_inputs + i}" for i, n in enumerate(self.nodes)]
         return "\n".join([*lines, "))"])
+
+
+def never_merged_names(graph: fx.Graph) -> frozenset[str]:
+    """Names of the nodes a built spec tagged with a never-merged family (random draws,
+    in-place writes): read from the generator's own record, not from any CSE's rules."""
+    return frozenset(n.name for n in graph.nodes
+                     if n.meta.get(FAMILY_META) in NEVER_MERGED_FAMILIES)
 
 
 def annotate(gm: fx.GraphModule, inputs: list[torch.Tensor]) -> fx.GraphModule:
@@ -299,7 +157,8 @@ class GraphOptions:
     ``families``: the vocabulary families to draw from (each may still be switched off per
     graph, swarm style); ``max_nodes``: ops per graph; ``max_inputs``: placeholders;
     ``side``: every input is ``(side, side)``; ``duplicates``: allow deliberate repeats;
-    ``exclude``: vocabulary names never to use; ``constants``: the scalar constants to use.
+    ``exclude``: vocabulary names never to use; ``constants``: the scalar constants to use;
+    ``styles``: the dialects to draw from (:data:`STYLES`).
     """
 
     families: tuple[str, ...] = FAMILIES
@@ -309,11 +168,13 @@ class GraphOptions:
     duplicates: bool = True
     exclude: frozenset[str] = field(default_factory=frozenset)
     constants: tuple = CONSTANTS
+    styles: tuple[str, ...] = STYLES
 
     def __post_init__(self) -> None:
-        unknown = set(self.families) - set(FAMILIES)
-        if unknown or not self.families:
-            raise ValueError(f"families={self.families!r}: each must be one of {FAMILIES}")
+        for name, allowed in (("families", FAMILIES), ("styles", STYLES)):
+            given = getattr(self, name)
+            if not given or set(given) - set(allowed):
+                raise ValueError(f"{name}={given!r}: each must be one of {allowed}")
         if set(self.exclude) - set(VOCABULARY):
             raise ValueError(f"exclude={sorted(self.exclude)!r}: each must be one of "
                              f"{sorted(VOCABULARY)}")
@@ -326,6 +187,29 @@ class GraphOptions:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be >= {low}")
 
 
+@dataclass
+class _Drawn:
+    """The graph so far, while generating: each value's :class:`Value`, the ops, and for each
+    value the later values that repeat it (its twins)."""
+
+    num_inputs: int
+    values: list[Value]
+    nodes: list[NodeSpec] = field(default_factory=list)
+    twins: dict[int, list[int]] = field(default_factory=dict)
+
+    def add(self, spec: NodeSpec, repeats: int | None = None) -> None:
+        """Append ``spec`` (a repeat of value ``repeats``, if given), and its result."""
+        kind = VOCABULARY[spec.op]
+        chosen = [self.values[i] for i in spec.inputs]
+        result = kind.result(chosen, spec.params)
+        owns = kind.family not in ("view", "inplace", "inplace_random")
+        storage = len(self.values) if owns else chosen[0].storage
+        if repeats is not None:
+            self.twins.setdefault(repeats, []).append(len(self.values))
+        self.nodes.append(spec)
+        self.values.append(replace(result, storage=storage))
+
+
 def _candidates(kind: OpKind, values: list[Value], chosen: list[Value]) -> list[int]:
     """Indices of values that may be the next input of ``kind`` after ``chosen``; for the
     first input of a binary op, only those with at least one fitting partner."""
@@ -335,55 +219,68 @@ def _candidates(kind: OpKind, values: list[Value], chosen: list[Value]) -> list[
     return ok
 
 
-def _draw_node(draw, kinds: list[OpKind], values: list[Value],
-               constants: tuple) -> tuple[NodeSpec, Value]:
+def _draw_node(draw, kinds: list[OpKind], values: list[Value], constants: tuple) -> NodeSpec:
     applicable = [k for k in kinds if _candidates(k, values, [])]
     kind = draw(st.sampled_from(applicable or [VOCABULARY["clone"]]))
     inputs: list[int] = []
     for _ in range(kind.arity):
         options = _candidates(kind, values, [values[i] for i in inputs])
         inputs.append(draw(st.sampled_from(options)))
-    chosen = [values[i] for i in inputs]
-    params = draw(kind.params(chosen, constants))
-    result = kind.result(chosen, params)
-    storage = chosen[0].storage if kind.family in ("view", "inplace") else len(values)
-    return NodeSpec(kind.name, tuple(inputs), params), replace(result, storage=storage)
+    params = draw(kind.params([values[i] for i in inputs], constants))
+    return NodeSpec(kind.name, tuple(inputs), params)
 
 
-def _repeat(draw, nodes: list[NodeSpec], values: list[Value],
-            num_inputs: int) -> tuple[NodeSpec, Value]:
-    """A deliberate duplicate of an earlier node; kwargs pairs maybe in the other order."""
-    i = draw(st.integers(0, len(nodes) - 1))
-    spec, result = nodes[i], values[num_inputs + i]
-    if result.storage == num_inputs + i:  # a fresh value: the repeat owns new memory
-        result = replace(result, storage=len(values))
+def _lookalikes(value, constants: tuple) -> list:
+    """The constants ``==`` (or NaN-ness) confuses with ``value`` although their type or bits
+    differ: 1, 1.0 and True; 0.0 and -0.0; nan and -nan."""
+    def ident(c) -> tuple:
+        return type(c), struct.pack(">d", c) if isinstance(c, float) else c
+    return [c for c in constants if ident(c) != ident(value)
+            and (c == value or (math.isnan(c) and math.isnan(value)))]
+
+
+def _repeat(draw, drawn: _Drawn, constants: tuple) -> tuple[NodeSpec, int]:
+    """A deliberate duplicate of an earlier node (and the value it repeats): its kwargs
+    pairs maybe in the other order, its inputs maybe replaced by their latest twins, where
+    the op still fits them (the same expression written twice); or a near-duplicate, its
+    scalar constant swapped for a lookalike (``x + 0.0`` then ``x + -0.0``)."""
+    i = draw(st.integers(0, len(drawn.nodes) - 1))
+    spec = drawn.nodes[i]
+    if VOCABULARY[spec.op].family == "constant" and len(spec.params) == 1:
+        others = _lookalikes(spec.params[0], constants)
+        if others and draw(st.booleans()):
+            spec = replace(spec, params=(draw(st.sampled_from(others)),))
     pairs = [p for p in spec.params if isinstance(p, tuple) and len(p) == 2
              and isinstance(p[0], str)]
     if len(pairs) >= 2 and draw(st.booleans()):
         plain = tuple(p for p in spec.params if p not in pairs)
         spec = NodeSpec(spec.op, spec.inputs, plain + tuple(reversed(pairs)))
-    return spec, result
+    if any(v in drawn.twins for v in spec.inputs) and draw(st.booleans()):
+        inputs = tuple(drawn.twins.get(v, [v])[-1] for v in spec.inputs)
+        if VOCABULARY[spec.op].fits([drawn.values[v] for v in inputs]):
+            spec = replace(spec, inputs=inputs)
+    return spec, drawn.num_inputs + i
 
 
 @st.composite
 def op_graphs(draw, options: GraphOptions | None = None, **overrides) -> GraphSpec:
-    """Random acyclic aten graphs as :class:`GraphSpec` (module docstring; options in
+    """Random acyclic graphs as :class:`GraphSpec` (module docstring; options in
     :class:`GraphOptions`, given whole or as keyword overrides)."""
     options = GraphOptions(**overrides) if options is None else options
+    style = draw(st.sampled_from(options.styles))
     off = draw(st.frozensets(st.sampled_from(options.families)))
     families = [f for f in options.families if f not in off] or list(options.families)
-    kinds = [k for k in _KINDS if k.family in families and k.name not in options.exclude]
+    kinds = [k for k in VOCABULARY.values()
+             if k.family in families and k.name not in options.exclude]
     kinds = kinds or [VOCABULARY["clone"]]
     num_inputs = draw(st.integers(1, options.max_inputs))
-    values = [Value((options.side, options.side), storage=i) for i in range(num_inputs)]
-    nodes: list[NodeSpec] = []
-    for _ in range(draw(st.integers(1, options.max_nodes))):
-        if options.duplicates and nodes and draw(st.integers(0, 3)) == 3:
-            spec, result = _repeat(draw, nodes, values, num_inputs)
+    drawn = _Drawn(num_inputs, [Value((options.side, options.side), storage=i)
+                                for i in range(num_inputs)])
+    for _ in range(draw(st.integers(min(2, options.max_nodes), options.max_nodes))):
+        if options.duplicates and drawn.nodes and draw(st.booleans()):
+            drawn.add(*_repeat(draw, drawn, options.constants))
         else:
-            spec, result = _draw_node(draw, kinds, values, options.constants)
-        nodes.append(spec)
-        values.append(result)
-    computed = range(num_inputs, len(values))
+            drawn.add(_draw_node(draw, kinds, drawn.values, options.constants))
+    computed = range(num_inputs, len(drawn.values))
     outputs = draw(st.lists(st.sampled_from(computed), min_size=1, max_size=3, unique=True))
-    return GraphSpec(num_inputs, options.side, tuple(nodes), tuple(outputs))
+    return GraphSpec(num_inputs, options.side, tuple(drawn.nodes), tuple(outputs), style)

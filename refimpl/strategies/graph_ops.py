@@ -1,0 +1,296 @@
+"""The op vocabulary of ``op_graphs``: one :class:`OpKind` per op, in two dialects.
+
+Each entry says which values it may read (``fits``), what constants it draws (``params``),
+the shape of its result (``result``), and how to emit it as a graph node in each dialect:
+
+* ``emit``: make_fx's dialect, aten ``OpOverload`` calls (``aten.add.Tensor``);
+* ``emit_torch``: ``torch.fx.symbolic_trace``'s dialect, what tracing Python code records:
+  ``call_method`` (``x.uniform_()``), ``call_function`` on torch functions (``torch.cos``,
+  ``F.relu(x, True)``) and on ``operator`` (``x + y``, ``x[:, 0:2]``).
+
+The families are the effect classes CSE must tell apart: pure (``unary``, ``binary``,
+``constant``, ``reduction``, ``list``, ``matmul``), views (``view``), in-place writes
+(``inplace``), random draws (``random``) and in-place random draws (``inplace_random``).
+The constants include the ones whose hashes collide (``1``, ``1.0``, ``True``; ``0.0``,
+``-0.0``) and those ``==`` gets wrong for CSE (``nan`` and ``-nan``: different bits), and
+``inf``. Extend the vocabulary by adding an OpKind to ``_KINDS``.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+from torch import fx
+
+aten = torch.ops.aten
+Shape = tuple[int, ...]
+Emit = Callable[[fx.Graph, list[fx.Node], tuple], fx.Node]
+
+#: constants whose hashes collide (1, 1.0, True; 0, 0.0, -0.0), that break ``==`` (NaN, and
+#: NaN with its sign bit set, which ``==``-based keys cannot tell apart), and infinities.
+CONSTANTS: tuple = (1, 1.0, True, 2, 2.0, 0.0, -0.0, math.nan, -math.nan, math.inf,
+                    -math.inf)
+#: families whose nodes are never merged (random draws, in-place writes).
+NEVER_MERGED_FAMILIES = ("random", "inplace", "inplace_random")
+
+
+@dataclass(frozen=True)
+class Value:
+    """A value while generating: its shape, and whether it is contiguous (``view`` needs it)."""
+
+    shape: Shape
+    contiguous: bool = True
+    storage: int = -1  # index of the value that owns the memory (set by the generator)
+
+
+@dataclass(frozen=True)
+class OpKind:
+    """One vocabulary entry (see the module docstring).
+
+    ``fits(values)`` says whether a prefix of candidate inputs is acceptable; ``params`` maps
+    the chosen inputs and the allowed scalar constants to a strategy of parameters; ``emit``
+    and ``emit_torch`` add the node(s) and return the value node; ``result`` gives the
+    output's :class:`Value`.
+    """
+
+    name: str
+    family: str
+    arity: int
+    fits: Callable[[list[Value]], bool]
+    emit: Emit
+    emit_torch: Emit
+    result: Callable[[list[Value], tuple], Value]
+    params: Callable[[list[Value], tuple], st.SearchStrategy] = (
+        lambda vs, consts: st.just(()))
+
+
+def _split(params: tuple, n_args: int) -> tuple[list, dict]:
+    """``params[:n_args]`` positional (a tuple, kept hashable in the spec, becomes a list as
+    aten expects), the rest ``(name, value)`` pairs of kwargs."""
+    args = [list(p) if isinstance(p, tuple) else p for p in params[:n_args]]
+    return args, dict(params[n_args:])
+
+
+def _call(target, n_args: int = 0) -> Emit:
+    """Emit ``target(*nodes, *params[:n_args], **dict(params[n_args:]))``."""
+    def emit(graph: fx.Graph, nodes: list[fx.Node], params: tuple) -> fx.Node:
+        args, kwargs = _split(params, n_args)
+        return graph.call_function(target, (*nodes, *args), kwargs)
+    return emit
+
+
+def _method(name: str, n_args: int = 0) -> Emit:
+    """Emit ``nodes[0].name(*nodes[1:], *params[:n_args], **kwargs)`` (a call_method)."""
+    def emit(graph: fx.Graph, nodes: list[fx.Node], params: tuple) -> fx.Node:
+        args, kwargs = _split(params, n_args)
+        return graph.call_method(name, (*nodes, *args), kwargs)
+    return emit
+
+
+def _broadcast(a: Shape, b: Shape) -> Shape | None:
+    try:
+        return tuple(torch.broadcast_shapes(a, b))
+    except RuntimeError:
+        return None
+
+
+def _same(vs: list[Value], _p=()) -> Value:
+    return Value(vs[0].shape, all(v.contiguous for v in vs))
+
+
+def _binary_fits(vs: list[Value]) -> bool:
+    return len(vs) < 2 or _broadcast(vs[0].shape, vs[1].shape) is not None
+
+
+def _binary_result(vs: list[Value], _p=()) -> Value:
+    return Value(_broadcast(vs[0].shape, vs[1].shape), all(v.contiguous for v in vs))
+
+
+def _inplace_fits(vs: list[Value]) -> bool:
+    """The written value keeps its shape and does not overlap what it reads."""
+    return len(vs) < 2 or (_broadcast(vs[0].shape, vs[1].shape) == vs[0].shape
+                           and vs[0].storage != vs[1].storage)
+
+
+def _any(vs: list[Value]) -> bool:
+    return True
+
+
+def _small(vs: list[Value]) -> bool:
+    return math.prod(vs[0].shape) <= 64 and (len(vs) < 2 or vs[1].shape == vs[0].shape)
+
+
+def _kwargs_in_either_order(*pairs: tuple[str, st.SearchStrategy]) -> st.SearchStrategy:
+    """kwargs as a tuple of (name, value) pairs, in a drawn order."""
+    items = st.tuples(*(st.tuples(st.just(k), s) for k, s in pairs))
+    return st.tuples(items, st.booleans()).map(lambda t: t[0][::-1] if t[1] else t[0])
+
+
+def _dim(vs: list[Value], extra: int = 0) -> st.SearchStrategy:
+    return st.integers(0, len(vs[0].shape) - 1 + extra)
+
+
+def _constant(vs: list[Value], consts: tuple) -> st.SearchStrategy:
+    return st.sampled_from(consts).map(lambda c: (c,))
+
+
+def _reduce_result(vs: list[Value], p: tuple) -> Value:
+    dims, kwargs = p[0], dict(p[1:])
+    shape = [1 if i in dims else s for i, s in enumerate(vs[0].shape)]
+    if not kwargs["keepdim"]:
+        shape = [s for i, s in enumerate(shape) if i not in dims]
+    return Value(tuple(shape), vs[0].contiguous)
+
+
+def _reduction(name: str, target, emit_torch: Emit) -> OpKind:
+    return OpKind(
+        name, "reduction", 1, lambda vs: len(vs[0].shape) >= 1, _call(target, 1), emit_torch,
+        _reduce_result,
+        lambda vs, consts: st.tuples(_dim(vs).map(lambda d: (d,)), st.booleans()).flatmap(
+            lambda t: _kwargs_in_either_order(("keepdim", st.just(t[1])),
+                                              ("dtype", st.just(None))).map(
+                lambda kw: (t[0], *kw))))
+
+
+def _view_result(fn: Callable[[Shape, tuple], Shape], contiguous: bool):
+    return lambda vs, p: Value(fn(vs[0].shape, p), contiguous and vs[0].contiguous)
+
+
+def _swap(shape: Shape, d0: int, d1: int) -> Shape:
+    s = list(shape)
+    s[d0], s[d1] = s[d1], s[d0]
+    return tuple(s)
+
+
+def _emit_dropout(graph: fx.Graph, nodes: list[fx.Node], params: tuple) -> fx.Node:
+    pair = graph.call_function(aten.native_dropout.default, (nodes[0], 0.5, True))
+    return graph.call_function(operator.getitem, (pair, 0))
+
+
+def _emit_slice_torch(graph: fx.Graph, nodes: list[fx.Node], params: tuple) -> fx.Node:
+    """``x[:, ..., start:stop:step]`` as symbolic_trace records it: getitem of slices."""
+    dim, start, stop, step = params
+    index = (*([slice(None)] * dim), slice(start, stop, step))
+    return graph.call_function(operator.getitem, (nodes[0], index))
+
+
+def _emit_list(target) -> Emit:
+    return lambda g, ns, p: g.call_function(target, (list(ns), p[0]))
+
+
+def _unary(name, target, emit_torch: Emit, family="unary") -> OpKind:
+    return OpKind(name, family, 1, _any, _call(target), emit_torch, _same)
+
+
+def _binary(name, target, emit_torch: Emit) -> OpKind:
+    return OpKind(name, "binary", 2, _binary_fits, _call(target), emit_torch, _binary_result)
+
+
+def _inplace_random(name, target, emit_torch: Emit, params=()) -> OpKind:
+    return OpKind(name, "inplace_random", 1, _any, _call(target, len(params)), emit_torch,
+                  _same, lambda vs, consts: st.just(params))
+
+
+_PURE = [
+    _unary("clone", aten.clone.default, _method("clone")),
+    _unary("cos", aten.cos.default, _call(torch.cos)),
+    _unary("tanh", aten.tanh.default, _method("tanh")),
+    _unary("gelu", aten.gelu.default, _call(F.gelu)),
+    _unary("neg", aten.neg.default, _call(operator.neg)),
+    _unary("relu", aten.relu.default, _call(torch.relu)),
+    _binary("add", aten.add.Tensor, _call(operator.add)),
+    _binary("mul", aten.mul.Tensor, _method("mul")),
+    _binary("sub", aten.sub.Tensor, _call(torch.sub)),
+    _binary("maximum", aten.maximum.default, _call(torch.maximum)),
+    OpKind("add_scalar", "constant", 1, _any, _call(aten.add.Tensor, 1),
+           _call(operator.add, 1), _same, _constant),
+    OpKind("mul_scalar", "constant", 1, _any, _call(aten.mul.Tensor, 1), _method("mul", 1),
+           _same, _constant),
+    OpKind("full_like", "constant", 1, _any, _call(aten.full_like.default, 1),
+           _call(torch.full_like, 1), _same, _constant),
+    OpKind("clamp", "constant", 1, _any, _call(aten.clamp.default), _method("clamp"), _same,
+           lambda vs, consts: _kwargs_in_either_order(("min", st.sampled_from((-1, -1.0, 0.0))),
+                                                      ("max", st.sampled_from((1, 1.0, True))))),
+    _reduction("sum", aten.sum.dim_IntList, _method("sum", 1)),
+    _reduction("mean", aten.mean.dim, _call(torch.mean, 1)),
+    OpKind("cat", "list", 2, lambda vs: _small(vs) and len(vs[0].shape) >= 1,
+           _emit_list(aten.cat.default), _emit_list(torch.cat),
+           lambda vs, p: Value(tuple(2 * s if i == p[0] else s
+                                     for i, s in enumerate(vs[0].shape))),
+           lambda vs, consts: _dim(vs).map(lambda d: (d,))),
+    OpKind("stack", "list", 2, lambda vs: _small(vs) and len(vs[0].shape) <= 2,
+           _emit_list(aten.stack.default), _emit_list(torch.stack),
+           lambda vs, p: Value((*vs[0].shape[:p[0]], 2, *vs[0].shape[p[0]:])),
+           lambda vs, consts: _dim(vs, extra=1).map(lambda d: (d,))),
+    OpKind("mm", "matmul", 2,
+           lambda vs: len(vs[-1].shape) == 2 and (
+               len(vs) < 2 or vs[1].shape[0] == vs[0].shape[1]),
+           _call(aten.mm.default), _call(torch.mm),
+           lambda vs, p: Value((vs[0].shape[0], vs[1].shape[1]))),
+    OpKind("bmm", "matmul", 2,
+           lambda vs: len(vs[-1].shape) == 3 and (
+               len(vs) < 2 or vs[1].shape[:2] == (vs[0].shape[0], vs[0].shape[2])),
+           _call(aten.bmm.default), _method("bmm"),
+           lambda vs, p: Value((*vs[0].shape[:2], vs[1].shape[2]))),
+]
+_VIEWS = [
+    OpKind("t", "view", 1, lambda vs: len(vs[0].shape) == 2, _call(aten.t.default),
+           _method("t"), _view_result(lambda s, p: s[::-1], False)),
+    OpKind("transpose", "view", 1, lambda vs: len(vs[0].shape) >= 2,
+           _call(aten.transpose.int, 2), _call(torch.transpose, 2),
+           _view_result(lambda s, p: _swap(s, *p), False),
+           lambda vs, consts: st.tuples(_dim(vs), _dim(vs))),
+    OpKind("unsqueeze", "view", 1, lambda vs: len(vs[0].shape) <= 3,
+           _call(aten.unsqueeze.default, 1), _method("unsqueeze", 1),
+           _view_result(lambda s, p: (*s[:p[0]], 1, *s[p[0]:]), True),
+           lambda vs, consts: _dim(vs, extra=1).map(lambda d: (d,))),
+    OpKind("select", "view", 1, lambda vs: len(vs[0].shape) >= 2,
+           _call(aten.select.int, 2), _method("select", 2),
+           _view_result(lambda s, p: s[:p[0]] + s[p[0] + 1:], False),
+           lambda vs, consts: _dim(vs).map(lambda d: (d, 0))),
+    OpKind("slice", "view", 1, lambda vs: len(vs[0].shape) >= 1,
+           _call(aten.slice.Tensor, 4), _emit_slice_torch,
+           _view_result(lambda s, p: (*s[:p[0]], min(p[2], s[p[0]]), *s[p[0] + 1:]), False),
+           lambda vs, consts: _dim(vs).map(lambda d: (d, 0, 2, 1))),
+    OpKind("flatten_view", "view", 1, lambda vs: vs[0].contiguous,
+           _call(aten.view.default, 1), _method("view", 1),
+           _view_result(lambda s, p: (math.prod(s),), True),
+           lambda vs, consts: st.just(((-1,),))),
+    OpKind("reshape", "view", 1, lambda vs: vs[0].contiguous and len(vs[0].shape) >= 2,
+           _call(aten.reshape.default, 1), _call(torch.reshape, 1),
+           _view_result(lambda s, p: (s[0] * s[1], *s[2:]), True),
+           lambda vs, consts: st.just(((vs[0].shape[0] * vs[0].shape[1], *vs[0].shape[2:]),))),
+]
+_EFFECTS = [
+    OpKind("add_", "inplace", 2, _inplace_fits, _call(aten.add_.Tensor), _method("add_"),
+           _same),
+    OpKind("mul_", "inplace", 1, _any, _call(aten.mul_.Tensor, 1), _method("mul_", 1), _same,
+           lambda vs, consts: st.sampled_from((2, 2.0, 0.5)).map(lambda c: (c,))),
+    OpKind("relu_", "inplace", 1, _any, lambda g, ns, p: g.call_function(aten.relu_.default,
+                                                                           (ns[0],)),
+           _call(F.relu, 1), _same,
+           lambda vs, consts: st.just((True,))),  # F.relu(x, True): in place by position
+    OpKind("rand_like", "random", 1, _any, _call(aten.rand_like.default),
+           _call(torch.rand_like), _same),
+    OpKind("randn_like", "random", 1, _any, _call(aten.randn_like.default),
+           _call(torch.randn_like), _same),
+    OpKind("bernoulli", "random", 1, _any, _call(aten.bernoulli.p, 1), _call(torch.bernoulli, 1),
+           _same, lambda vs, consts: st.just((0.5,))),
+    OpKind("native_dropout", "random", 1, _any, _emit_dropout, _call(F.dropout, 2), _same,
+           lambda vs, consts: st.just((0.5, True))),
+    _inplace_random("uniform_", aten.uniform_.default, _method("uniform_")),
+    _inplace_random("normal_", aten.normal_.default, _method("normal_")),
+    _inplace_random("bernoulli_", aten.bernoulli_.float, _method("bernoulli_", 1), (0.5,)),
+    _inplace_random("exponential_", aten.exponential_.default, _method("exponential_")),
+    _inplace_random("random_", aten.random_.to, _method("random_", 1), (4,)),
+]
+_KINDS = [*_PURE, *_VIEWS, *_EFFECTS]
+#: vocabulary name -> entry. Extend by adding an OpKind (its family switches it on and off).
+VOCABULARY: dict[str, OpKind] = {k.name: k for k in _KINDS}
+FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(k.family for k in _KINDS))
