@@ -72,3 +72,36 @@ def test_counting_overhead(benchmark, name):
         "torch_overhead_vs_plain": round(theirs / plain, 3),
         "refimpl_vs_torch": round(ours / theirs, 3),
     })
+
+
+def inference_step(model, x) -> None:
+    with torch.inference_mode():
+        model(x)
+
+
+@pytest.mark.parametrize("layers", [2])
+def test_fused_inference_counting_overhead(benchmark, layers):
+    """nn.TransformerEncoder under inference_mode: the fused path, now counted (issue 10),
+    with the uncounted-op bookkeeping on every op that has no formula."""
+    from torch.utils.flop_counter import FlopCounterMode as TorchFlopCounterMode
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(256, 8, 1024, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False).eval()
+    x = torch.randn(8, 128, 256)
+
+    def under(counter_cls):
+        def run() -> None:
+            with counter_cls(display=False):
+                inference_step(model, x)
+        return run
+
+    medians = interleaved_medians({"plain": lambda: inference_step(model, x),
+                                   "torch": under(TorchFlopCounterMode),
+                                   "refimpl": under(FlopCounterMode)})
+    plain, theirs, ours = medians["plain"], medians["torch"], medians["refimpl"]
+    benchmark.pedantic(under(FlopCounterMode), rounds=ROUNDS, warmup_rounds=1)
+    benchmark.extra_info.update({
+        "plain_s": round(plain, 5), "refimpl_s": round(ours, 5), "torch_s": round(theirs, 5),
+        "overhead_vs_plain": round(ours / plain, 3), "refimpl_vs_torch": round(ours / theirs, 3),
+    })

@@ -170,3 +170,63 @@ def test_autograd_grad_with_leaf_inputs_is_attributed():
         torch.autograd.grad(model(x).sum(), [x, model.weight])
     forward = 2 * 2 * 4 * 5  # addmm; grad_x and grad_weight are one mm each
     assert mode.get_flop_counts()["Linear"] == {aten.addmm: forward, aten.mm: 2 * forward}
+
+
+# --- issue 14: registration is atomic, counts are non-negative integers, depth is checked --
+
+def test_register_is_atomic_when_one_target_is_bad():
+    table: dict = {}
+    with pytest.raises(ValueError, match="'bad'"):
+        register_flop_formula([aten.cosh, "bad"], table=table)(lambda *a, **k: 1)
+    assert aten.cosh not in table  # nothing registered
+    with pytest.raises(RuntimeError, match="duplicate"):
+        register_flop_formula([aten.sinh, aten.mm], table={aten.mm: len})(lambda *a, **k: 1)
+    register_flop_formula(aten.cosh, table=table)(lambda *a, **k: 1)  # still free to register
+    assert aten.cosh in table
+
+
+def test_register_atomic_on_the_global_table():
+    with pytest.raises(ValueError, match="'bad'"):
+        refimpl.register_flop_formula([aten.cosh, "bad"])(lambda *a, **k: 1)
+    assert aten.cosh not in refimpl.flop_formulas
+
+
+@pytest.mark.parametrize("value,error,match", [
+    (2.7, TypeError, r"aten\.mm.* returned 2\.7"),
+    (4.0, TypeError, r"returned 4\.0"),
+    (True, TypeError, "returned True"),
+    (-5, ValueError, r"aten\.mm.* returned -5"),
+])
+def test_formula_results_must_be_non_negative_integers(value, error, match):
+    a, b = torch.randn(2, 3), torch.randn(3, 4)
+    with pytest.raises(error, match=match):
+        count_flops(aten.mm, (a, b), table={aten.mm: lambda *args, **kw: value})
+    with pytest.raises(error, match=match), refimpl.FlopCounterMode(
+            display=False, custom_mapping={aten.mm: lambda *args, **kw: value}):
+        torch.mm(a, b)
+
+
+def test_integer_like_results_are_accepted():
+    import numpy as np
+
+    a, b = torch.randn(2, 3), torch.randn(3, 4)
+    assert count_flops(aten.mm, (a, b), table={aten.mm: lambda *a, **k: np.int64(7)}) == 7
+
+
+@pytest.mark.parametrize("depth", [-1, 1.5, "2", True])
+def test_get_table_rejects_bad_depth(depth):
+    with refimpl.FlopCounterMode(display=False) as mode:
+        torch.mm(torch.randn(2, 2), torch.randn(2, 2))
+    with pytest.raises(ValueError, match=r"get_table\(depth=\.\.\.\): expected None or an int"):
+        mode.get_table(depth=depth)
+    assert "aten.mm" in mode.get_table(depth=0) + mode.get_table(depth=None)
+
+
+# --- issue 10 (4): get_flop_counts always has "Global" -------------------------------------
+
+def test_global_key_even_when_nothing_was_counted():
+    with refimpl.FlopCounterMode(display=False) as mode:
+        torch.randn(3).relu()
+    assert mode.get_flop_counts() == {"Global": {}}
+    assert mode.get_flop_counts()["Global"] == {} and mode.get_total_flops() == 0
+    assert refimpl.FlopCounterMode(display=False).get_flop_counts() == {"Global": {}}

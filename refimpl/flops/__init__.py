@@ -3,7 +3,8 @@
 | module            | job |
 | ----------------- | --- |
 | formulas/         | the table: one module per op family, registration, ``count_flops`` |
-| counter.py        | FlopCounterMode (drop-in for torch.utils.flop_counter's) |
+| counter.py        | FlopCounterMode (drop-in for torch.utils.flop_counter's), uncounted_ops() |
+| free_ops.py       | the ops declared free by convention (all others are counted or reported) |
 | module_tracker.py | which modules are running, forward and backward |
 | table.py          | the per-module table FlopCounterMode prints |
 | cli.py            | ``refimpl flops MODEL`` |

@@ -8,12 +8,15 @@ too). For each op:
    decomposed (under the mode), so its parts are counted;
 2. otherwise it runs, and if its packet has a formula, ``formula(*args, out_val=out,
    **kwargs)`` FLOPs are added to the op's entry of ``Global`` and of every module that the
-   :class:`ModuleTracker` reports as running (forward or backward);
+   :class:`ModuleTracker` reports as running (forward or backward); an op with no formula
+   that is not declared free (:mod:`refimpl.flops.free_ops`) is recorded as *uncounted*
+   (``uncounted_ops()``, a line under the table): never a silent 0;
 3. ``torch.cond`` runs both branches, counted apart, and adds the larger count per
    (module, op): an upper bound; its result is the branch the predicate selects.
 
 Invariants: ``flop_counts["Global"]`` holds every counted FLOP exactly once, and a module's
-entry is the part that ran while it was active; counts restart at each ``with``; on exit
+entry is the part that ran while it was active; every op that ran is counted, declared free
+or listed by ``uncounted_ops()``; counts restart at each ``with``; on exit
 the mode and the module hooks are removed, also when the block raised.
 """
 
@@ -27,10 +30,11 @@ import torch
 from torch._ops import HigherOrderOperator, OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from refimpl.flops.formulas import as_table_entry, flop_formulas, packet_of
+from refimpl.flops.formulas import as_table_entry, checked_count, flop_formulas, packet_of
 from refimpl.flops.formulas.registry import check_target
+from refimpl.flops.free_ops import is_free
 from refimpl.flops.module_tracker import GLOBAL, ModuleTracker
-from refimpl.flops.table import render
+from refimpl.flops.table import render, uncounted_line
 
 _aten = torch.ops.aten
 #: metadata queries that tensor subclasses answer themselves: never counted or run here.
@@ -43,11 +47,14 @@ _METADATA_OPS = frozenset({
     torch.ops.prim.layout.default})
 
 
-def _check_options(depth: Any, display: Any, custom_mapping: Any) -> None:
+def _check_depth(where: str, depth: Any) -> None:
     if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool)
                               or depth < 0):
-        raise ValueError(f"FlopCounterMode(depth=...): expected None or an int >= 0, "
-                         f"got {depth!r}")
+        raise ValueError(f"{where}(depth=...): expected None or an int >= 0, got {depth!r}")
+
+
+def _check_options(depth: Any, display: Any, custom_mapping: Any) -> None:
+    _check_depth("FlopCounterMode", depth)
     if not isinstance(display, bool):
         raise ValueError(f"FlopCounterMode(display=...): expected True or False, "
                          f"got {display!r}")
@@ -76,6 +83,7 @@ class FlopCounterMode:
         self.display = display
         self.flop_counts: defaultdict[str, defaultdict[Any, int]] = \
             defaultdict(lambda: defaultdict(int))
+        self._uncounted: defaultdict[Any, int] = defaultdict(int)
         self.flop_registry = dict(flop_formulas)
         for target, formula in (custom_mapping or {}).items():
             check_target(target)
@@ -88,18 +96,31 @@ class FlopCounterMode:
         return sum(self.flop_counts.get(GLOBAL, {}).values())
 
     def get_flop_counts(self) -> dict[str, dict[Any, int]]:
-        """{module name: {op packet: FLOPs}}, as plain dicts."""
-        return {name: dict(ops) for name, ops in self.flop_counts.items()}
+        """{module name: {op packet: FLOPs}}, as plain dicts; always has "Global" (as torch)."""
+        counts = {name: dict(ops) for name, ops in self.flop_counts.items()}
+        counts.setdefault(GLOBAL, {})
+        return counts
+
+    def uncounted_ops(self) -> dict[Any, int]:
+        """{op packet: times seen} for the ops of the last (or current) ``with`` that have no
+        formula and are not declared free (:mod:`refimpl.flops.free_ops`): real arithmetic
+        that the total leaves out. Empty when every op was counted or free."""
+        return dict(self._uncounted)
 
     def get_table(self, depth: int | None = None) -> str:
-        """The per-module table, modules up to ``depth`` (default: the constructor's)."""
+        """The per-module table, modules up to ``depth`` (default: the constructor's), and a
+        line naming the uncounted ops when there are any."""
+        _check_depth("get_table", depth)
         depth = self.depth if depth is None else depth
-        return render(self.get_flop_counts(), 10**9 if depth is None else depth)
+        table = render(self.get_flop_counts(), 10**9 if depth is None else depth)
+        line = uncounted_line(self.uncounted_ops())
+        return table if not line else f"{table}\n{line}"
 
     def __enter__(self) -> FlopCounterMode:
         if self._mode is not None:
             raise RuntimeError("FlopCounterMode is not re-entrant: this one is already active")
         self.flop_counts.clear()
+        self._uncounted.clear()
         self.mod_tracker.__enter__()
         try:
             self._mode = _CountingMode(self)
@@ -142,8 +163,10 @@ class FlopCounterMode:
         packet = packet_of(func)
         formula = self.flop_registry.get(packet)
         if formula is None:
+            if not is_free(func):
+                self._uncounted[packet] += 1
             return
-        flops = int(formula(*args, out_val=out, **kwargs))
+        flops = checked_count(func, formula(*args, out_val=out, **kwargs))
         for name in self.mod_tracker.parents:
             self.flop_counts[name][packet] += flops
 

@@ -75,3 +75,12 @@ def render(counts: dict[str, dict[Any, int]], depth: int) -> str:
         [["Global", "0", "0%"]]
     return tabulate.tabulate(values, headers=["Module", "FLOP", "% Total"],
                              colalign=("left", "right", "right"), preserve_whitespace=True)
+
+
+def uncounted_line(uncounted: dict[Any, int]) -> str:
+    """The line under the table naming the ops that ran with no formula (not declared free):
+    ``""`` when there are none."""
+    if not uncounted:
+        return ""
+    listed = ", ".join(f"{op} x{n}" for op, n in sorted(uncounted.items(), key=lambda i: str(i[0])))
+    return f"Uncounted (no FLOP formula, not declared free): {listed}"

@@ -132,3 +132,14 @@ def cdist_backward_flop(grad_shape, x1_shape, *args, out_shape=None, **kwargs) -
     """_cdist_backward(grad [*, P, R], x1 [*, P, M], x2, p, dist) -> grad_x1: one
     multiply-accumulate per (pair, coordinate), the forward's count ``2 * numel(grad) * M``."""
     return 2 * prod(grad_shape) * x1_shape[-1]
+
+
+@register_flop_formula(present(aten, "_grouped_mm"))
+def grouped_mm_flop(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
+    """_grouped_mm(a, b, offs, bias, out_dtype): G independent products. With a 2-D ``a``
+    ``[m, K]`` and a 2-D ``b`` ``[K, n]`` the groups split K (``offs``): the groups' k sum to
+    K, so ``2 m n K`` in all; otherwise every result element is one length-k dot product,
+    ``k = a.shape[-1]``: ``2 * numel(out) * k``."""
+    if len(a_shape) == 2 and len(b_shape) == 2:
+        return 2 * a_shape[0] * b_shape[1] * a_shape[1]
+    return 2 * prod(out_shape) * a_shape[-1]

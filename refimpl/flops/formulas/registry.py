@@ -72,7 +72,8 @@ def register_flop_formula(targets: Any, get_raw: bool = False,
 
     ``get_raw=False`` (default): the formula gets shapes and ``out_shape=``; ``get_raw=True``:
     it gets the values and ``out_val=``. Registering an op twice is an error (RuntimeError),
-    as in torch. ``table`` defaults to refimpl's :data:`flop_formulas`. Returns the stored
+    as in torch. Atomic: when any target is bad or already registered, none is registered.
+    ``table`` defaults to refimpl's :data:`flop_formulas`. Returns the stored
     (wrapped) formula.
     """
     table = flop_formulas if table is None else table
@@ -83,17 +84,32 @@ def register_flop_formula(targets: Any, get_raw: bool = False,
         if not callable(formula):
             raise ValueError(f"register_flop_formula: formula must be callable, got {formula!r}")
         entry = formula if get_raw else with_shapes(formula)
-
-        def register(target: Any) -> None:
+        found: list[Any] = []
+        tree_map_(found.append, targets)
+        for target in found:  # check every target first: a bad one registers none (atomic)
             check_target(target)
             if target in table:
                 raise RuntimeError(f"duplicate registrations for {target}")
+        if len(set(found)) != len(found):
+            raise RuntimeError(f"duplicate registrations: {targets!r} names an op twice")
+        for target in found:
             table[target] = entry
-
-        tree_map_(register, targets)
         return entry
 
     return register_fun
+
+
+def checked_count(op: Any, value: Any) -> int:
+    """``value`` as a FLOP count of ``op``: a non-negative integer, else a clear error (a
+    fractional or negative count is a broken formula, never rounded or clamped)."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"FLOP formula for {op} returned {value!r} "
+                        f"({type(value).__name__}): FLOP counts are non-negative integers")
+    count = value.__index__()
+    if count < 0:
+        raise ValueError(f"FLOP formula for {op} returned {count}: FLOP counts are "
+                         "non-negative integers")
+    return count
 
 
 def as_table_entry(formula: Callable[..., int]) -> Callable[..., int]:
@@ -123,7 +139,7 @@ def count_flops(func: Any, args: tuple = (), kwargs: dict | None = None, out: An
     formula = table.get(packet_of(func))
     if formula is None:
         return 0
-    return int(formula(*args, out_val=out, **(kwargs or {})))
+    return checked_count(func, formula(*args, out_val=out, **(kwargs or {})))
 
 
 def present(namespace: Any, *names: str) -> list[Any]:

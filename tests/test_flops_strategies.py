@@ -1,0 +1,93 @@
+"""Meta-tests of the FLOP properties' strategies (moved from properties/, issue 11): they
+draw valid inputs, cover the features the properties need, and reach the fused paths."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import find, given
+from torch import nn
+
+import refimpl
+from refimpl.strategies.conv import conv_configs
+from refimpl.strategies.flop_programs import ARITHMETIC, arithmetic_calls
+from refimpl.strategies.fused import FUSED_MODULES, fused_cases
+from refimpl.strategies.matmul import MATMUL_OPS, MatmulCase, matmul_cases
+
+
+@given(conv_configs())
+def test_conv_configs_are_valid(cfg):
+    x, w, b = cfg.tensors()
+    assert cfg.run(x, w, b).shape == cfg.output_shape
+    assert min(cfg.output_size) >= 1 and cfg.in_channels % cfg.groups == 0
+
+
+@pytest.mark.parametrize("feature", [
+    lambda c: c.spatial_dims == 3 and c.transposed,
+    lambda c: c.groups > 1 and c.in_channels == c.groups,  # depthwise
+    lambda c: c.transposed and max(c.output_padding) > 0,
+    lambda c: max(c.stride) == 2 and max(c.dilation) == 2 and max(c.padding) > 0,
+    lambda c: c.bias and c.batch > 1 and c.spatial_dims == 1,
+])
+def test_conv_configs_cover(feature):
+    found = find(conv_configs(), feature)  # find's own example budget, not the profile's
+    assert feature(found)
+
+
+@given(matmul_cases())
+def test_matmul_cases_are_valid(case: MatmulCase):
+    out = case.run(*case.args())
+    assert out.numel() >= 1
+
+
+@pytest.mark.parametrize("op", list(MATMUL_OPS))
+def test_matmul_cases_cover_every_op(op):
+    case = find(matmul_cases(), lambda c: c.op == op and c.k > 1)
+    assert case.op == op
+
+
+@pytest.mark.parametrize("kind", list(FUSED_MODULES))
+def test_fused_cases_take_the_fused_path(kind):
+    """Each kind, drawn at its smallest and at a larger size, runs its fused ops under
+    inference_mode (the fast path's conditions hold)."""
+    for case in (find(fused_cases(st_kind(kind)), lambda c: True),
+                 find(fused_cases(st_kind(kind)), lambda c: c.seq > 2 and c.batch > 1)):
+        module, inputs = case.build(), case.inputs()
+        with torch.inference_mode(), refimpl.FlopCounterMode(display=False) as mode:
+            case.run(module, inputs)
+        assert set(case.fused_ops) <= set(mode.get_flop_counts()["Global"]), case
+
+
+def st_kind(kind: str):
+    from hypothesis import strategies as st
+
+    return st.just(kind)
+
+
+def test_fused_modules_lists_every_torch_nn_fast_path():
+    """Every torch.nn module whose source takes a fused path (calls a fused op or tests a
+    fast path), and every torch.nn module built from one by default, is listed."""
+    fused_calls = re.compile(r"torch\._(native_multi_head_attention|transformer_encoder_layer_fwd)"
+                             r"\(|why_not_sparsity_fast_path|why_not_fast_path")
+    found = set()
+    for path in Path(nn.modules.__file__).parent.glob("*.py"):
+        text = path.read_text()
+        for match in fused_calls.finditer(text):
+            found |= set(re.findall(r"^class (\w+)", text[:match.start()], re.M)[-1:])
+    assert found and found <= set(FUSED_MODULES), found - set(FUSED_MODULES)
+    built_from = {"TransformerDecoderLayer": nn.TransformerDecoderLayer(4, 2),
+                  "TransformerDecoder": nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2), 1),
+                  "Transformer": nn.Transformer(4, 2, 1, 1, 8)}
+    for name, module in built_from.items():
+        assert any(type(m).__name__ in found for m in module.modules()), name
+
+
+@pytest.mark.parametrize("name", sorted(ARITHMETIC))
+def test_arithmetic_calls_reach_their_op(name):
+    call = find(arithmetic_calls(), lambda c: c.name == name)
+    with refimpl.FlopCounterMode(display=False) as mode:
+        call.run()
+    assert mode.uncounted_ops() == {call.op: call.times}
