@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from refimpl.cli import main
@@ -28,10 +30,102 @@ def test_transformer_counts_attention(capsys):
 
 
 @pytest.mark.parametrize("argv,match", [
-    (["flops", "vgg"], "resnet18, transformer, mlp"),
+    (["flops", "vgg"], "resnet18, transformer, mlp, torchvision:NAME, hf:NAME"),
     (["flops", "mlp", "--batch-size", "0"], "--batch-size"),
     (["flops", "mlp", "--depth", "-1"], "--depth"),
 ])
 def test_bad_arguments_exit_2_naming_the_choices(argv, match, capsys):
+    assert main(argv) == 2
+    assert match in capsys.readouterr().err
+
+
+# --- what the FLOP peers offer: MACs and params per module, export, uncounted ops, zoo ----
+
+def test_table_has_macs_and_params_per_module(capsys):
+    assert main(["flops", "mlp", "--no-backward", "--depth", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "MACs" in out and "Params" in out and "uncounted ops: none" in out
+    # Sequential.0 is Linear(64, 64) on one row: 8192 FLOPs, 4096 MACs, 64*64+64 params
+    assert any(line.split() == ["Sequential.0", "8,192", "4,096", "4,160"]
+               for line in out.splitlines())
+
+
+def test_json_export(capsys):
+    import json
+
+    assert main(["flops", "mlp", "--no-backward", "--format", "json", "--depth", "1"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    root = data["modules"][0]
+    assert root["module"] == "Sequential" and root["flops"] == 4 * 2 * 64 * 64
+    assert root["macs"] == root["flops"] // 2 and root["params"] == 4 * (64 * 64 + 64)
+    assert data["uncounted_ops"] == {}
+
+
+def test_csv_export_to_file(tmp_path, capsys):
+    import csv
+
+    path = tmp_path / "flops.csv"
+    assert main(["flops", "mlp", "--format", "csv", "--output", str(path)]) == 0
+    assert capsys.readouterr().out == ""
+    rows = list(csv.DictReader(path.open()))
+    assert rows[0]["kind"] == "module" and rows[0]["name"] == "Sequential"
+    assert int(rows[0]["flops"]) == 3 * 4 * 2 * 64 * 64  # forward + backward (2x)
+
+
+def test_uncounted_ops_are_listed(monkeypatch, capsys):
+    import json
+
+    import torch
+
+    from refimpl.flops.cli import SAMPLE_SHAPES
+    from refimpl.models import MODELS
+
+    class Fft(torch.nn.Module):
+        def forward(self, x):
+            return torch.fft.rfft(x).abs()
+
+    monkeypatch.setitem(MODELS, "fft", Fft)
+    monkeypatch.setitem(SAMPLE_SHAPES, "fft", (16,))
+    assert main(["flops", "fft", "--no-backward", "--format", "json"]) == 0
+    assert any("fft" in op for op in json.loads(capsys.readouterr().out)["uncounted_ops"])
+
+
+def test_hf_model_from_its_config(capsys):
+    pytest.importorskip("transformers")
+    assert main(["flops", "hf:gpt2", "--layers", "1", "--seq-len", "4", "--no-backward",
+                 "--format", "json", "--depth", "2"]) == 0
+    import json
+
+    modules = {m["module"]: m for m in json.loads(capsys.readouterr().out)["modules"]}
+    # lm_head: 4 tokens x 768 x 50257 vocabulary, one MAC each
+    assert modules["GPT2LMHeadModel.lm_head"]["macs"] == 4 * 768 * 50257
+
+
+def test_torchvision_model_by_name(capsys):
+    pytest.importorskip("torchvision")
+    assert main(["flops", "torchvision:resnet18", "--no-backward"]) == 0
+    assert "total FLOPs: 3628146688" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("model,package,hint", [
+    ("torchvision:resnet50", "torchvision", "pip install torchvision"),
+    ("hf:gpt2", "transformers", "refimpl[transformers]"),
+])
+def test_missing_package_exits_2_naming_it(monkeypatch, capsys, model, package, hint):
+    monkeypatch.setitem(sys.modules, package, None)  # import raises ImportError
+    assert main(["flops", model]) == 2
+    err = capsys.readouterr().err
+    assert package in err and hint in err
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["flops", "mlp", "--format", "xml"], "table, json, csv"),
+    (["flops", "hf:not-a-model-type"], "not a transformers model type"),
+    (["flops", "mlp", "--seq-len", "0"], "--seq-len"),
+    (["flops", "mlp", "--layers", "0"], "--layers"),
+])
+def test_more_bad_arguments_exit_2(argv, match, capsys):
+    if argv[1].startswith("hf:"):
+        pytest.importorskip("transformers")
     assert main(argv) == 2
     assert match in capsys.readouterr().err

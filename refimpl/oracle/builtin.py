@@ -29,6 +29,14 @@ class RefimplBackend:
 
         return FlopCounterMode(**kwargs)
 
+    def model_flops(self, model, inputs):
+        """Forward FLOPs of ``model(*inputs)``, counted by refimpl's FlopCounterMode."""
+        from refimpl.flops.counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as counter:
+            model(*inputs)
+        return counter.get_total_flops()
+
     def compile(self, fn, *, memory_budget=None):
         from refimpl.partition.api import compile as refimpl_compile
 
@@ -63,6 +71,14 @@ class TorchBackend:
         from torch.utils.flop_counter import FlopCounterMode
 
         return FlopCounterMode(**kwargs)
+
+    def model_flops(self, model, inputs):
+        """Forward FLOPs of ``model(*inputs)``, counted by torch's FlopCounterMode."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as counter:
+            model(*inputs)
+        return counter.get_total_flops()
 
     def compile(self, fn, *, memory_budget=None):
         import torch._functorch.config as fconfig
