@@ -1,16 +1,19 @@
-"""Partitioner benchmark: refimpl's partition_fn against torch's min-cut partitioner.
+"""Partitioner benchmark: refimpl's default (exact) solver against torch's partitioner.
 
-Joint graphs of 12 and 48 transformer blocks (``refimpl.models.transformer``, dim 64; about
-2k and 8k nodes) are traced once; each partitioner then partitions fresh copies at the same
-memory budget, in the same run. Reported in ``extra_info``:
+Speed: joint graphs of 12, 48 and 192 transformer blocks (``refimpl.models.transformer``,
+dim 64; about 1.4k, 5.6k and 22k nodes) are traced once; each partitioner partitions fresh
+copies at budgets 0.1, 0.5 and 0.9, in the same run. ``time_ratio`` = refimpl's median
+``partition_fn`` time (CSE stage, plain graph, solver, extraction) / torch's
+``min_cut_rematerialization_partition`` (target <= 1.0). ``stages`` splits refimpl's time.
 
-* ``time_ratio``: refimpl's median partition time / torch's (target: <= 1);
-* ``recompute_flops`` and ``saved_bytes`` for both (target: refimpl never recomputes more
-  when torch's plan also fits refimpl's bound, ``torch_within_refimpl_bound``), and
-  ``refimpl_at_torch_bytes``: refimpl's plan at the budget whose bound is torch's bytes
-  (quality at equal memory).
+Quality: recompute FLOPs at equal memory. For each budget, torch's plan is scored by
+refimpl's model (bytes of what its forward hands the backward, each storage once; FLOPs of
+the forward nodes the backward must recompute), and refimpl's optimum and the knapsack
+heuristic (``solver="dp"``) are solved at the bound equal to torch's bytes. Graphs: the
+transformer, a ResNet (``refimpl.models.resnet18``) and issue 13's program.
 
-Run: ``python -m pytest benchmarks/bench_partition.py --benchmark-enable -s``.
+Run: ``python -m pytest benchmarks/bench_partition.py --benchmark-enable -s``
+(``-k "not 192"`` skips the 22k-node graph, whose trace alone takes minutes).
 """
 
 from __future__ import annotations
@@ -25,49 +28,53 @@ import torch
 import torch._functorch.config as fconfig
 
 import refimpl
-from refimpl.models import transformer
+from refimpl.partition import exact, fx_edge, partitioner
 from refimpl.partition.cost import flops_runtime
-from refimpl.partition.partitioner import backward_reads, choose, saved_bytes
-from refimpl.partition.trace import joint_graph_from_fx, trace_joint
+from refimpl.partition.fx_edge import joint_graph_from_fx
+from refimpl.partition.partitioner import choose
 
 ROUNDS = 3
+BUDGETS = [0.1, 0.5, 0.9]
+
+
+def _capture(fn, inputs):
+    """(joint GraphModule, number of forward outputs) as ``refimpl.compile`` traces."""
+    from refimpl.pareto import capture_joint
+
+    return capture_joint(fn, inputs)
 
 
 @functools.cache
-def joint_graph(blocks: int):
+def transformer_joint(blocks: int):
+    from refimpl.models import transformer
+
     torch.manual_seed(0)
-    model = transformer(blocks, dim=64, heads=4)
-    x = torch.randn(2, 32, 64, requires_grad=True)
-    params = list(model.parameters())
-
-    def fn(x, *params_):
-        return torch.func.functional_call(
-            model, dict(zip((n for n, _ in model.named_parameters()), params_)), (x,)).sum()
-
-    return trace_joint(fn, x, *params)
+    return _capture(transformer(blocks, dim=64, heads=4), [torch.randn(2, 32, 64,
+                                                                       requires_grad=True)])
 
 
 @functools.cache
-def plain_graph(blocks: int):
-    gm, num_fwd = joint_graph(blocks)
-    return joint_graph_from_fx(copy.deepcopy(gm), num_fwd, flops_runtime)
+def resnet_joint():
+    from refimpl.models import resnet18
+
+    torch.manual_seed(0)
+    return _capture(resnet18(num_classes=10), [torch.randn(2, 3, 32, 32, requires_grad=True)])
 
 
-def quality(graph, fw, bw) -> dict:
-    """Saved activation bytes (storages once; inputs and their views free) and the FLOPs of
-    the forward nodes the backward must recompute given what the forward saved, both by
-    refimpl's plain-data model, so the two partitioners are scored alike."""
-    outputs = next(iter(fw.graph.find_nodes(op="output"))).args[0][graph.num_fwd_outputs:]
-    names = {n.name for n in outputs if isinstance(n, torch.fx.Node) and n.name in graph.by_name}
-    reads, recomputed = backward_reads(graph, names)
-    cost = sum(graph.by_name[n].runtime for n in recomputed if graph.by_name[n].fw_required)
-    return {"recompute_flops": cost, "saved_bytes": saved_bytes(graph, reads)}
+@functools.cache
+def issue_joint():
+    def f(x, w1, w2):
+        s1 = (x @ w1).sum(1)
+        return s1.cos().sum() + (x @ w2).cos().sum()
+
+    torch.manual_seed(0)
+    return _capture(f, [torch.randn(64, n, requires_grad=True) for n in (64, 256, 64)])
 
 
 def refimpl_partition(joint, budget):
     gm, num_fwd = joint
     options = refimpl.PartitionOptions(memory_budget=budget)
-    return refimpl.partition_fn(gm, None, num_fwd_outputs=num_fwd, options=options)
+    return fx_edge.partition_fn(gm, None, num_fwd_outputs=num_fwd, options=options)
 
 
 def torch_partition(joint, budget):
@@ -79,46 +86,87 @@ def torch_partition(joint, budget):
                                                    num_fwd_outputs=num_fwd)
 
 
-def timed(partition, joint, budget) -> tuple[float, tuple]:
+def timed(partition, joint, budget) -> float:
     fresh = (copy.deepcopy(joint[0]), joint[1])
     start = time.perf_counter()
-    result = partition(fresh, budget)
-    return time.perf_counter() - start, result
+    partition(fresh, budget)
+    return time.perf_counter() - start
 
 
-@pytest.mark.parametrize("blocks", [12, 48])
-@pytest.mark.parametrize("budget", [0.5])
-def test_partition_time_and_quality(benchmark, blocks, budget):
-    joint = joint_graph(blocks)
-    torch_runs = [timed(torch_partition, joint, budget) for _ in range(ROUNDS)]
-    our_runs = [timed(refimpl_partition, joint, budget) for _ in range(ROUNDS)]
-    benchmark.pedantic(lambda g: refimpl_partition(g, budget), rounds=ROUNDS,
+def stages(joint, budget) -> dict[str, float]:
+    """Seconds per stage of refimpl's partition_fn (one run)."""
+    gm, num_fwd = copy.deepcopy(joint[0]), joint[1]
+    options = refimpl.PartitionOptions(memory_budget=budget)
+    clock = {}
+    start = time.perf_counter()
+    graph = fx_edge.prepare(gm, num_fwd, options)
+    clock["cse_and_plain_graph"] = time.perf_counter() - start
+    start = time.perf_counter()
+    bans = partitioner.bans_and_bounds(graph)
+    clock["bans_min_max_cuts"] = time.perf_counter() - start
+    start = time.perf_counter()
+    bound = partitioner.budget_bound(bans.low.bytes, bans.high.bytes, budget)
+    exact.solve(graph, bound, bans.hard, bans.unsavable, options.solver_time_limit)
+    clock["exact_solver"] = time.perf_counter() - start
+    plan = choose(graph, options)
+    start = time.perf_counter()
+    fx_edge.extract(gm, graph, plan, num_fwd, None)
+    clock["extraction"] = time.perf_counter() - start
+    return clock
+
+
+@pytest.mark.parametrize("blocks", [12, 48, 192])
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_partition_time(benchmark, blocks, budget):
+    joint = transformer_joint(blocks)
+    theirs = statistics.median(timed(torch_partition, joint, budget) for _ in range(ROUNDS))
+    ours = statistics.median(timed(refimpl_partition, joint, budget) for _ in range(ROUNDS))
+    benchmark.pedantic(lambda g: refimpl_partition(g, budget), rounds=1,
                        setup=lambda: (((copy.deepcopy(joint[0]), joint[1]),), {}))
-    theirs_s = statistics.median(t for t, _ in torch_runs)
-    ours_s = statistics.median(t for t, _ in our_runs)
-    torch_result, ours = torch_runs[0][1], our_runs[0][1]
-    graph = plain_graph(blocks)
-    theirs, mine = quality(graph, *torch_result), quality(graph, *ours)
-    plan = choose(graph, refimpl.PartitionOptions(memory_budget=budget))
-    bound = plan.bound_bytes
-    comparable = theirs["saved_bytes"] <= bound  # torch's plan fits refimpl's bound too
-    # equal memory: refimpl at the budget whose bound is exactly torch's saved bytes
-    span = max(plan.max_bytes - plan.min_bytes, 1)
-    matched = min(1.0, max(0.0, (theirs["saved_bytes"] - plan.min_bytes) / span))
-    at_torch_bytes = choose(graph, refimpl.PartitionOptions(memory_budget=matched))
-    benchmark.extra_info.update({
-        "nodes": len(joint[0].graph.nodes), "budget": budget,
-        "torch_seconds": theirs_s, "refimpl_seconds": ours_s, "time_ratio": ours_s / theirs_s,
-        "refimpl": mine, "torch": theirs, "refimpl_bound_bytes": bound,
-        "torch_within_refimpl_bound": comparable,
-        "refimpl_at_torch_bytes": {"recompute_flops": at_torch_bytes.recompute_cost,
-                                   "saved_bytes": at_torch_bytes.saved_bytes}})
-    print(f"\n{blocks} blocks, {len(joint[0].graph.nodes)} nodes, budget {budget}: "
-          f"refimpl {ours_s:.3f}s torch {theirs_s:.3f}s ratio {ours_s / theirs_s:.2f}; "
-          f"refimpl {mine} "
-          f"torch {theirs}; refimpl bound {bound}, torch within it: {comparable}; "
-          f"refimpl at torch's bytes: {at_torch_bytes.saved_bytes} B, "
-          f"{at_torch_bytes.recompute_cost:.0f} FLOPs")
-    assert mine["saved_bytes"] <= bound
-    assert at_torch_bytes.saved_bytes <= theirs["saved_bytes"]
-    assert at_torch_bytes.recompute_cost <= theirs["recompute_flops"]  # never worse
+    split = stages(joint, budget)
+    benchmark.extra_info.update({"nodes": len(joint[0].graph.nodes), "budget": budget,
+                                 "torch_seconds": theirs, "refimpl_seconds": ours,
+                                 "time_ratio": ours / theirs, "stages": split})
+    print(f"\n{blocks} blocks ({len(joint[0].graph.nodes)} nodes) budget {budget}: refimpl "
+          f"{ours:.2f}s torch {theirs:.2f}s ratio {ours / theirs:.2f}; stages "
+          + ", ".join(f"{k} {v:.2f}s" for k, v in split.items()))
+
+
+def torch_cut(joint, graph, budget) -> tuple[int, float]:
+    """torch's plan at ``budget``: (bytes, recompute FLOPs), scored on refimpl's plain
+    graph of the same joint (``refimpl.pareto.torch_plan_cost``)."""
+    from refimpl.pareto import torch_plan_cost
+
+    return torch_plan_cost(joint[0], joint[1], graph, budget)
+
+
+def at_bytes(graph, solver: str, target: int):
+    """refimpl's plan with ``solver`` at the budget whose bound is ``target`` bytes."""
+    bans = partitioner.bans_and_bounds(graph)
+    span = max(bans.high.bytes - bans.low.bytes, 1)
+    budget = min(1.0, max(0.0, (target - bans.low.bytes) / span))
+    return choose(graph, refimpl.PartitionOptions(memory_budget=budget, solver=solver))
+
+
+@pytest.mark.parametrize("name", ["transformer", "resnet", "issue13"])
+def test_quality_at_equal_memory(benchmark, name):
+    joint = {"transformer": lambda: transformer_joint(12), "resnet": resnet_joint,
+             "issue13": issue_joint}[name]()
+    graph = joint_graph_from_fx(copy.deepcopy(joint[0]), joint[1], flops_runtime)
+    rows = []
+    for budget in BUDGETS:
+        torch_bytes, torch_flops = torch_cut(joint, graph, budget)
+        best, knap = (at_bytes(graph, s, torch_bytes) for s in ("exact", "dp"))
+        rows.append({"budget": budget, "torch_bytes": torch_bytes,
+                     "torch_flops": torch_flops, "optimum_bytes": best.saved_bytes,
+                     "optimum_flops": best.recompute_cost, "knapsack_bytes": knap.saved_bytes,
+                     "knapsack_flops": knap.recompute_cost})
+        assert best.saved_bytes <= torch_bytes and best.recompute_cost <= torch_flops
+        assert best.recompute_cost <= knap.recompute_cost
+    benchmark.pedantic(lambda: None, rounds=1)
+    benchmark.extra_info["rows"] = rows
+    for r in rows:
+        print(f"\n{name} budget {r['budget']}: torch {r['torch_bytes']} B "
+              f"{r['torch_flops']:.3g} FLOP | optimum {r['optimum_bytes']} B "
+              f"{r['optimum_flops']:.3g} | knapsack {r['knapsack_bytes']} B "
+              f"{r['knapsack_flops']:.3g}")

@@ -13,7 +13,7 @@ import sys
 #: subcommand -> module that implements it.
 COMMANDS: dict[str, str] = {
     "flops": "refimpl.flops.cli",
-    "pareto": "refimpl.partition.pareto",
+    "pareto": "refimpl.pareto",
     "fuzz": "refimpl.fuzz.cli",
 }
 

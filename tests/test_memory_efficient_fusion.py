@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+import refimpl
 from refimpl import memory_efficient_fusion
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
@@ -121,3 +122,17 @@ def test_fused_module_gets_parameter_gradients():
 def test_rejects_non_callable():
     with pytest.raises(TypeError, match="fn must be a callable"):
         memory_efficient_fusion(3)
+
+
+@pytest.mark.parametrize("options", ["x", 0.5, {"memory_budget": 0.5}])
+def test_bad_options_fail_at_the_call_not_the_first_run(options):
+    """Issue 14: ``memory_efficient_fusion(f, options="x")`` failed only at the first call."""
+    with pytest.raises(TypeError, match=r"options must be a refimpl.PartitionOptions or None"):
+        refimpl.memory_efficient_fusion(torch.cos, options=options)
+
+
+def test_options_are_used():
+    x = torch.randn(8, 8, requires_grad=True)
+    fused = refimpl.memory_efficient_fusion(
+        lambda t: (t @ t).cos().sum(), options=refimpl.PartitionOptions(memory_budget=0.0))
+    assert refimpl.saved_activation_bytes(fused, x) == 0

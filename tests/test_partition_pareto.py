@@ -1,4 +1,5 @@
-"""``refimpl pareto``: the curve's CSV and PNG, and its argument errors."""
+"""``refimpl pareto``: the optimum, torch's plan and the knapsack side by side (CSV, PNG),
+and its argument errors (checked before any work)."""
 
 from __future__ import annotations
 
@@ -6,25 +7,51 @@ import csv
 
 import pytest
 
-from refimpl.cli import main
+from refimpl.cli import COMMANDS, main
 
 
-def test_pareto_writes_csv_and_png(tmp_path):
+def read(prefix):
+    return list(csv.DictReader(prefix.with_suffix(".csv").read_text().splitlines()))
+
+
+def test_pareto_draws_optimum_torch_and_knapsack(tmp_path):
     prefix = tmp_path / "curve"
-    assert main(["pareto", "mlp", "--points", "3", "--out", str(prefix)]) == 0
-    rows = list(csv.DictReader(prefix.with_suffix(".csv").read_text().splitlines()))
-    assert [float(r["budget"]) for r in rows] == [0.0, 0.5, 1.0]
-    assert all(r["backend"] == "refimpl" for r in rows)
-    saved = [int(r["saved_bytes"]) for r in rows]
-    recompute = [int(r["recompute_flops"]) for r in rows]
-    assert saved == sorted(saved) and recompute == sorted(recompute, reverse=True)
-    assert saved[0] == 0 and recompute[-1] == 0 and recompute[0] > 0
+    assert main(["pareto", "summary", "--points", "3", "--out", str(prefix)]) == 0
+    rows = read(prefix)
+    assert [r["plan"] for r in rows] == ["optimum"] * 3 + ["knapsack"] * 3 + ["torch"] * 3
+    assert [float(r["budget"]) for r in rows[:3]] == [0.0, 0.5, 1.0]
+    by = {(r["plan"], float(r["budget"])): (int(r["saved_bytes"]), float(r["recompute_flops"]))
+          for r in rows}
+    # the optimum at budget 0.5 recomputes only the cheap matmul; the knapsack both big ones
+    assert by["optimum", 0.5][1] < by["knapsack", 0.5][1]
+    for budget in (0.0, 0.5, 1.0):
+        assert by["optimum", budget][1] <= by["knapsack", budget][1]
     assert prefix.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_pareto_rejects_bad_arguments(tmp_path, capsys):
+def test_pareto_without_torch(tmp_path):
+    prefix = tmp_path / "mlp"
+    assert main(["pareto", "mlp", "--points", "2", "--compare", "none",
+                 "--out", str(prefix)]) == 0
+    assert {r["plan"] for r in read(prefix)} == {"optimum", "knapsack"}
+
+
+def test_pareto_rejects_bad_arguments_before_any_work(tmp_path, capsys):
     assert main(["pareto", "mlp", "--points", "1", "--out", str(tmp_path / "x")]) == 2
     assert "--points=1 must be at least 2" in capsys.readouterr().out
-    assert main(["pareto", "mlp", "--solver", "magic", "--out", str(tmp_path / "x")]) == 2
+    missing = tmp_path / "no" / "such" / "x"
+    assert main(["pareto", "mlp", "--out", str(missing)]) == 2
+    assert f"--out={missing}: folder {missing.parent} does not exist" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["pareto", "no-such-model"])
+
+
+def test_pareto_lives_above_the_components():
+    import pathlib
+
+    import refimpl.partition
+
+    assert COMMANDS["pareto"] == "refimpl.pareto"
+    for path in pathlib.Path(refimpl.partition.__file__).parent.glob("*.py"):
+        text = path.read_text()
+        assert "refimpl.oracle" not in text and "refimpl.pareto" not in text, path.name

@@ -1,16 +1,23 @@
-"""The memory-budget partitioner: trace, cost, candidates, knapsack, min-cut, plan.
+"""The memory-budget partitioner: the plain joint graph, its cuts, the exact solver.
 
 | module         | one job |
 | -------------- | ------- |
-| options.py     | ``PartitionOptions``: the one frozen options object (budget, estimator, solver) |
-| trace.py       | the joint graph from AOTAutograd, as plain ``JointGraph`` data |
+| options.py     | ``PartitionOptions``: the one frozen options object (budget, solver, cse, ...) |
+| graph.py       | ``JointGraph``, ``JointNode``: the joint graph as plain data |
+| errors.py      | the partitioner's errors, each naming the option to change |
 | cost.py        | bytes per value; runtime per node (FLOP table or profiling) |
-| candidates.py  | what may not be recomputed (bans) and the knapsack's items |
-| knapsack.py    | solvers on plain lists: dp, ilp (exact), greedy, brute |
+| cut.py         | ``Cut``: what a saved set makes the backward read and recompute |
+| candidates.py  | bans (never recompute / never save, checkpoint policies), knapsack items |
+| exact.py       | the default solver: the optimum, as an integer programme (HiGHS) |
+| exhaustive.py  | ``solver="brute"``: every save-set, small graphs |
+| knapsack.py    | torch's knapsack formulation on plain lists: dp, ilp, greedy, brute |
 | mincut.py      | the flow network and Dinic's max-flow / min-cut |
-| partitioner.py | budget semantics: max plan, min plan, knapsack in between -> ``Plan`` |
+| partitioner.py | budget semantics: min and max plans, the solver in between -> ``Plan`` |
 | plan.py        | ``Plan``: saved, recomputed, bytes, recompute cost |
-| api.py         | ``partition_fn``, ``compile``, ``explain``, ``memory_efficient_fusion`` |
+| fx_edge.py     | the FX edge: joint GraphModule -> ``JointGraph``, CSE stage, ``partition_fn`` |
+| trace.py       | former home of the FX glue (re-exports) |
+| api.py         | ``compile``, ``explain``, ``explain_many``, ``memory_efficient_fusion`` |
 | backend.py     | the dynamo backend ``"refimpl"`` |
-| pareto.py      | the ``refimpl pareto`` command |
+
+Imports go one way: api -> backend -> fx_edge -> partitioner -> solvers -> graph.
 """

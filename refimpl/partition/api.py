@@ -1,58 +1,39 @@
-"""Entry points: ``partition_fn``, ``compile``, ``explain``, ``memory_efficient_fusion``.
+"""Entry points: ``compile``, ``explain``, ``explain_many``, ``memory_efficient_fusion``.
 
-``partition_fn`` is what AOTAutograd calls with the joint graph; it is the FX edge of the
-partitioner: joint GraphModule -> plain :class:`JointGraph` -> :func:`choose` -> forward and
-backward GraphModules (extracted by AOTAutograd's own ``_extract_fwd_bwd_modules``, which
-copies the joint graph and keeps what each side needs given the saved values).
+``compile`` and ``explain`` go through dynamo with the ``refimpl`` backend
+(:mod:`refimpl.partition.backend`); the FX work is in :mod:`refimpl.partition.fx_edge`.
+
+Never without refimpl's plan: dynamo keeps its compiled graphs per code object and, past its
+recompile limit (8), silently runs a frame eagerly. So each :func:`compile` hands dynamo a
+fresh code object (:func:`_fresh_entry`: a new one per call of ``compile``, so a budget sweep
+never accumulates entries on one), calls run with dynamo's
+``fail_on_recompile_limit_hit`` on (a frame past the limit raises instead of running
+eagerly), and a compiled call that reached no graph of the backend raises.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch import fx, nn
+from torch import nn
 
-from refimpl.partition.cost import runtime_estimator as make_estimator
-from refimpl.partition.options import PartitionOptions
-from refimpl.partition.partitioner import choose
+from refimpl.partition.backend import DynamoBackend
+from refimpl.partition.fx_edge import partition_fn
+from refimpl.partition.graph import JointGraph, TraceError
+from refimpl.partition.options import DEFAULT_SOLVER, PartitionOptions
+from refimpl.partition.partitioner import choose_many
 from refimpl.partition.plan import Plan
-from refimpl.partition.trace import TraceError, joint_graph_from_fx
+
+__all__ = ["compile", "explain", "explain_many", "joint_graph", "memory_efficient_fusion",
+           "partition_fn"]
 
 
-def partition_fn(joint_module: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
-                 static_lifetime_input_indices: list[int] | None = None,
-                 options: PartitionOptions | None = None,
-                 on_plan: Callable[[Plan], None] | None = None,
-                 **_unused: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
-    """AOTAutograd partition function: refimpl's plan, as (forward, backward) modules.
-
-    ``options`` defaults to ``PartitionOptions()`` (budget 1.0); ``on_plan`` receives the
-    :class:`Plan`. Use ``functools.partial(partition_fn, options=...)`` to plug it in."""
-    from torch._functorch.partitioners import _extract_fwd_bwd_modules
-    from torch.utils._ordered_set import OrderedSet
-
-    options = options or PartitionOptions()
-    joint_module.graph.eliminate_dead_code()
-    joint_module.recompile()
-    estimate = make_estimator(options.runtime_estimator, options.profile_repeats)
-    graph = joint_graph_from_fx(joint_module, num_fwd_outputs, estimate)
-    plan = choose(graph, options)
-    if on_plan is not None:
-        on_plan(plan)
-    nodes = {n.name: n for n in joint_module.graph.nodes}
-    chosen = [nodes[name] for name in plan.saved_inputs + plan.saved]
-    chosen.sort(key=lambda n: graph.order[n.name])
-    sym = [n for n in chosen if graph.by_name[n.name].is_sym]
-    tensors = [n for n in chosen if not graph.by_name[n.name].is_sym]
-    primals = [n for n in joint_module.graph.nodes
-               if n.op == "placeholder" and graph.by_name[n.name].role == "primal"]
-    static = OrderedSet(primals[i] for i in static_lifetime_input_indices or ())
-    return _extract_fwd_bwd_modules(joint_module, tensors, saved_sym_nodes=sym,
-                                    num_fwd_outputs=num_fwd_outputs,
-                                    static_lifetime_input_nodes=static)
+class RanWithoutPlan(RuntimeError):
+    """A compiled call ran without refimpl's partitioner (dynamo compiled no graph)."""
 
 
 def _options(memory_budget: float | None, runtime_estimator: str, solver: str,
@@ -71,47 +52,96 @@ def _check_outputs(fn: Callable[..., Any], out: Any) -> Any:
     return out
 
 
+def _fresh_entry(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` behind a function whose code object is new, so that dynamo's per-code cache
+    (and its recompile limit) starts empty for this compile; ``fn`` is inlined into it."""
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    code = entry.__code__.replace(co_name=f"refimpl_compiled_{id(object())}")
+    return types.FunctionType(code, entry.__globals__, code.co_name, None,
+                              entry.__closure__)
+
+
+def _run_with_plan(compiled: Callable[..., Any], backend: DynamoBackend, fn: Callable[..., Any],
+                   args: tuple, kwargs: dict) -> Any:
+    """One compiled call that raises rather than running without refimpl's plan."""
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        out = compiled(*args, **kwargs)
+    if backend.compiled == 0:
+        raise RanWithoutPlan(f"fn={getattr(fn, '__name__', fn)!r}: dynamo compiled no graph "
+                             "of it, so it ran eagerly without refimpl's plan")
+    return _check_outputs(fn, out)
+
+
 def compile(fn: Callable[..., Any], *, memory_budget: float | None = None,
-            runtime_estimator: str = "flops", solver: str = "dp") -> Callable[..., Any]:
+            runtime_estimator: str = "flops", solver: str = DEFAULT_SOLVER
+            ) -> Callable[..., Any]:
     """``fn`` compiled through dynamo and AOTAutograd with refimpl's partitioner: a
     training-capable callable (outputs and gradients as eager). ``memory_budget`` in
-    [0, 1] (None: 1.0); ``runtime_estimator`` "flops" or "profile"; ``solver`` "dp",
-    "ilp", "greedy" or "brute". Each call is a new ``torch.compile``: compiling one function
-    more often than dynamo's recompile limit (8) needs ``torch._dynamo.reset()`` in between,
-    or dynamo falls back to eager."""
-    from refimpl.partition.backend import DynamoBackend
-
+    [0, 1] (None: 1.0); ``runtime_estimator`` "flops" or "profile"; ``solver`` "exact"
+    (default), "brute", or torch's knapsack heuristics "dp", "ilp", "greedy". Every call
+    runs refimpl's plan or raises (module docstring), however often ``fn`` is compiled."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    compiled = torch.compile(fn, backend=DynamoBackend(
-        _options(memory_budget, runtime_estimator, solver)))
+    backend = DynamoBackend(_options(memory_budget, runtime_estimator, solver))
+    compiled = torch.compile(_fresh_entry(fn), backend=backend)
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
-        return _check_outputs(fn, compiled(*args, **kwargs))
+        return _run_with_plan(compiled, backend, fn, args, kwargs)
 
     return run
 
 
-def explain(fn: Callable[..., Any], *args: Any, memory_budget: float | None = None,
-            runtime_estimator: str = "flops", solver: str = "dp", **kwargs: Any) -> Plan:
-    """The :class:`Plan` refimpl makes for ``fn(*args, **kwargs)``: what is saved, what is
-    recomputed, bytes, recompute cost. Runs the forward once; resets dynamo's caches
-    (``torch._dynamo.reset()``) so that the graph is partitioned afresh."""
-    from refimpl.partition.backend import DynamoBackend
-
-    options = _options(memory_budget, runtime_estimator, solver, optimize_layout=False)
+def _joint_graph(fn: Callable[..., Any], args: tuple, kwargs: dict,
+                 options: PartitionOptions) -> tuple[JointGraph, list[Plan]]:
+    """The plain joint graph of ``fn(*args, **kwargs)`` as ``compile`` partitions it (one
+    forward run), and the plan made for it at ``options``."""
+    graphs: list[JointGraph] = []
     plans: list[Plan] = []
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, backend=DynamoBackend(options, on_plan=plans.append),
-                             fullgraph=True)
+    backend = DynamoBackend(options, on_plan=plans.append, on_graph=graphs.append)
+    compiled = torch.compile(_fresh_entry(fn), backend=backend, fullgraph=True)
     with torch.enable_grad():
-        _check_outputs(fn, compiled(*args, **kwargs))
-    if not plans:
+        _run_with_plan(compiled, backend, fn, args, kwargs)
+    if not graphs:
         raise TraceError(f"fn={getattr(fn, '__name__', fn)!r} is not differentiable here: "
                          "no input or parameter it uses requires grad, so there is no "
                          "backward to plan")
-    return plans[0]
+    return graphs[0], plans
+
+
+def explain(fn: Callable[..., Any], *args: Any, memory_budget: float | None = None,
+            runtime_estimator: str = "flops", solver: str = DEFAULT_SOLVER,
+            **kwargs: Any) -> Plan:
+    """The :class:`Plan` refimpl makes for ``fn(*args, **kwargs)``: what is saved, what is
+    recomputed, bytes, recompute cost. Runs the forward once."""
+    options = _options(memory_budget, runtime_estimator, solver, optimize_layout=False)
+    return _joint_graph(fn, args, kwargs, options)[1][0]
+
+
+def joint_graph(fn: Callable[..., Any], *args: Any, runtime_estimator: str = "flops",
+                cse: bool = True, **kwargs: Any) -> JointGraph:
+    """The plain :class:`JointGraph` that ``compile`` partitions for ``fn(*args, **kwargs)``
+    (one forward run); :func:`refimpl.partition.partitioner.choose_many` plans on it."""
+    options = _options(1.0, runtime_estimator, DEFAULT_SOLVER, optimize_layout=False, cse=cse)
+    return _joint_graph(fn, args, kwargs, options)[0]
+
+
+def explain_many(fn: Callable[..., Any], *args: Any, memory_budgets: Sequence[float],
+                 runtime_estimator: str = "flops", solver: str = DEFAULT_SOLVER,
+                 cse: bool = True, **kwargs: Any) -> list[Plan]:
+    """One :class:`Plan` per budget of ``memory_budgets``, from ONE trace of
+    ``fn(*args, **kwargs)`` (the graph ``compile`` partitions; one forward run): the
+    reference side of a property costs one trace however many budgets it checks."""
+    if isinstance(memory_budgets, str) or not isinstance(memory_budgets, Sequence):
+        raise TypeError(f"memory_budgets must be a sequence of numbers in [0, 1], got "
+                        f"{type(memory_budgets).__name__}")
+    options = _options(1.0, runtime_estimator, solver, optimize_layout=False, cse=cse)
+    for budget in memory_budgets:  # each budget checked before the trace
+        _options(budget, runtime_estimator, solver)
+    graph, _ = _joint_graph(fn, args, kwargs, options)
+    return choose_many(graph, list(memory_budgets), options)
 
 
 def memory_efficient_fusion(fn: Callable[..., Any] | nn.Module,
@@ -124,6 +154,9 @@ def memory_efficient_fusion(fn: Callable[..., Any] | nn.Module,
 
     if not callable(fn):
         raise TypeError(f"fn must be a callable or an nn.Module, got {type(fn).__name__}")
+    if options is not None and not isinstance(options, PartitionOptions):
+        raise TypeError(f"options must be a refimpl.PartitionOptions or None, got "
+                        f"{type(options).__name__}")
     config = {"fw_compiler": lambda g, _: make_boxed_func(g),
               "bw_compiler": lambda g, _: make_boxed_func(g),
               "partition_fn": functools.partial(partition_fn, options=options),

@@ -2,7 +2,8 @@
 
 ``torch.compile(f, backend="refimpl")`` reads ``torch._functorch.config``'s
 ``activation_memory_budget``, ``activation_memory_budget_runtime_estimator`` and
-``activation_memory_budget_solver`` when a graph is compiled (the first call), so a test
+``activation_memory_budget_solver`` (refimpl's exact solver unless that is set to one of
+torch's knapsack names) and ``cse`` when a graph is compiled (the first call), so a test
 written for ``aot_eager_decomp_partition`` runs on refimpl by swapping the backend name.
 Decompositions are inductor's table, as ``aot_eager_decomp_partition`` uses; the forward and
 backward graphs run eagerly (boxed nop compilers). The backend is registered through the
@@ -17,6 +18,8 @@ from typing import Any
 
 from torch import fx
 
+from refimpl.partition.fx_edge import partition_fn
+from refimpl.partition.graph import JointGraph
 from refimpl.partition.options import PartitionOptions
 from refimpl.partition.plan import Plan
 
@@ -29,27 +32,31 @@ def _decompositions() -> dict:
 
 class DynamoBackend:
     """A dynamo backend with fixed options (``None``: read torch's config at compile time);
-    ``on_plan`` receives the :class:`Plan` of every graph it partitions."""
+    ``on_plan`` receives the :class:`Plan` of every graph it partitions, ``on_graph`` the
+    plain joint graph. ``compiled`` counts the graphs it has compiled."""
 
     def __init__(self, options: PartitionOptions | None = None,
-                 on_plan: Callable[[Plan], None] | None = None) -> None:
+                 on_plan: Callable[[Plan], None] | None = None,
+                 on_graph: Callable[[JointGraph], None] | None = None) -> None:
         if options is not None and not isinstance(options, PartitionOptions):
             raise TypeError(f"options must be a PartitionOptions, got {type(options).__name__}")
         self.options = options
         self.on_plan = on_plan
+        self.on_graph = on_graph
+        self.compiled = 0
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         from torch._dynamo.backends.common import aot_autograd
         from torch._dynamo.backends.debugging import boxed_nop
 
-        from refimpl.partition.api import partition_fn
-
+        self.compiled += 1
         options = self.options or PartitionOptions.from_torch_config()
         if options.optimize_layout:
             from refimpl.layout import optimize_layout
 
             gm = optimize_layout(gm, example_inputs)
-        partition = functools.partial(partition_fn, options=options, on_plan=self.on_plan)
+        partition = functools.partial(partition_fn, options=options, on_plan=self.on_plan,
+                                      on_graph=self.on_graph)
         return aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop,
                             decompositions=_decompositions(),
                             partition_fn=partition)(gm, example_inputs)

@@ -1,26 +1,29 @@
-"""Which forward nodes may be recomputed, and the knapsack's candidate items.
+"""Which forward nodes may be recomputed or saved, and the knapsack's candidate items.
 
-Three sets, all on plain :class:`~refimpl.partition.trace.JointGraph` data:
+All on plain :class:`~refimpl.partition.graph.JointGraph` data:
 
-``hard_bans``     never recomputed at any budget: random ops (recomputing draws fresh
-                  values, which would change results) and ops that mutate an argument.
-``runtime_bans``  what the budget-1.0 (runtime-optimised) plan also refuses to recompute:
-                  anything but cheap ops (pointwise, views, getitem, factories), and any
-                  value the backward consumes through a non-pointwise op (it must be
-                  materialised there anyway, so recomputing it saves no traffic).
-                  Views are never banned: recomputing a view is free.
-``items``         the knapsack's choices for budgets strictly between 0 and 1: nodes the
-                  forward outputs need (backward-only work runs once in any plan), that
-                  the backward needs too, with a positive runtime, and not views. Saving an item
-                  costs its bytes and spares its runtime; everything else the backward
-                  needs is recomputed from inputs, saved items and must-save values.
+``hard_bans``      never recomputed at any budget: random ops (recomputing draws fresh
+                   values, which would change results), ops that mutate an argument, and
+                   what a checkpoint policy marks ``must_save`` (:func:`policy_must_save`).
+``unsavable``      never saved: tuples (their elements are saved instead) and what a
+                   checkpoint region or policy marks recompute (torch's ``must_recompute``),
+                   unless a hard ban overrides it (random ops are always saved).
+``runtime_bans``   what the budget-1.0 (runtime-optimised) plan also refuses to recompute:
+                   anything but cheap ops (pointwise, views, getitem, factories), and any
+                   value the backward consumes through a non-pointwise op (it must be
+                   materialised there anyway, so recomputing it saves no traffic). Views and
+                   nodes marked recompute are never banned.
+``items``          the knapsack's choices for budgets strictly between 0 and 1: nodes the
+                   forward outputs need (backward-only work runs once in any plan), that
+                   the backward needs too, with a positive runtime, and not views.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from refimpl.partition.trace import JointGraph, JointNode
+from refimpl.partition.cut import needed_by_backward
+from refimpl.partition.graph import JointGraph, JointNode
 
 #: ops the runtime-optimised plan may recompute although they are not pointwise or views.
 CHEAP_OPS = ("getitem", "full", "zeros", "ones", "empty", "arange", "scalar_tensor",
@@ -36,10 +39,34 @@ class Item:
     runtime: float
 
 
+def policy_must_save(graph: JointGraph) -> set[str]:
+    """Nodes a checkpoint policy marks ``must_save``, plus torch's region-boundary rule
+    (``cleanup_recompute_tags``): a node marked recompute whose user is marked recompute in
+    a LATER checkpoint region (a higher ``ac_graph_id``) is the boundary between two
+    consecutive regions, and is saved, as eager checkpointing saves a region's input."""
+    marked = {n.name for n in graph.nodes if n.policy == "must_save"}
+    for node in graph.nodes:
+        if not node.must_recompute or node.ac_graph_id is None:
+            continue
+        for user in map(graph.by_name.__getitem__, node.users):
+            if user.must_recompute and user.ac_graph_id is not None \
+                    and user.ac_graph_id > node.ac_graph_id:
+                marked.add(node.name)
+    return marked
+
+
 def hard_bans(graph: JointGraph) -> set[str]:
-    """Forward nodes that are never recomputed: random and mutating ops."""
+    """Forward nodes that are never recomputed: random, mutating, marked must-save."""
+    must_save = policy_must_save(graph)
     return {n.name for n in graph.forward_side()
-            if n.role == "forward" and (n.random or n.mutable)}
+            if n.role == "forward" and (n.random or n.mutable or n.name in must_save)}
+
+
+def unsavable(graph: JointGraph, banned: set[str]) -> set[str]:
+    """Forward nodes that are never saved: tuples, and nodes marked recompute that no hard
+    ban (``banned``) keeps."""
+    return {n.name for n in graph.forward_side() if n.role == "forward" and (
+        not n.savable or (n.must_recompute and n.name not in banned))}
 
 
 def _is_cheap(node: JointNode) -> bool:
@@ -64,36 +91,9 @@ def _materialised_in_backward(graph: JointGraph, node: JointNode) -> bool:
 
 def runtime_bans(graph: JointGraph) -> set[str]:
     """The budget-1.0 plan's bans beyond :func:`hard_bans` (see the module docstring)."""
-    return {n.name for n in graph.forward_side() if n.role == "forward" and not n.view and (
-        not _is_cheap(n) or _materialised_in_backward(graph, n))}
-
-
-def backward_reads(graph: JointGraph, saved: set[str]) -> tuple[list[str], list[str]]:
-    """Given the values saved, (the saved values and inputs the backward reads, the forward
-    nodes it recomputes), both in graph order: walk up from what the backward uses directly,
-    stopping at saved values and primals."""
-    stack, seen = graph.read_by_backward(), set()
-    reads, recomputed = [], []
-    while stack:
-        name = stack.pop()
-        node = graph.by_name[name]
-        if name in seen or node.role not in ("primal", "forward"):
-            continue
-        seen.add(name)
-        if name in saved or node.role == "primal":
-            reads.append(name)
-        else:
-            recomputed.append(name)
-            stack.extend(node.inputs)
-    key = graph.order.__getitem__
-    return sorted(reads, key=key), sorted(recomputed, key=key)
-
-
-def needed_by_backward(graph: JointGraph) -> set[str]:
-    """Forward-side nodes a backward node depends on through forward-side paths: everything
-    the backward would read or recompute if nothing were saved."""
-    reads, recomputed = backward_reads(graph, set())
-    return set(reads) | set(recomputed)
+    return {n.name for n in graph.forward_side()
+            if n.role == "forward" and not n.view and not n.must_recompute and (
+                not _is_cheap(n) or _materialised_in_backward(graph, n))}
 
 
 def items(graph: JointGraph, banned: set[str]) -> list[Item]:
@@ -102,10 +102,12 @@ def items(graph: JointGraph, banned: set[str]) -> list[Item]:
     A tuple-producing op (SDPA's output and logsumexp) is one item whose bytes are those
     of its elements."""
     needed = needed_by_backward(graph)
+    never_saved = unsavable(graph, banned)
     found = []
     for node in graph.forward_side():
         if node.role != "forward" or not node.fw_required or node.view or node.is_sym \
-                or node.name in banned or node.name not in needed or node.runtime <= 0:
+                or node.name in banned or node.name not in needed or node.runtime <= 0 \
+                or (node.savable and node.name in never_saved):
             continue
         size = node.bytes if node.savable else sum(
             graph.by_name[u].bytes for u in node.users if graph.by_name[u].op == "getitem")

@@ -8,13 +8,14 @@ Bytes
 Runtime, two estimators (``PartitionOptions.runtime_estimator``)
     ``flops``    the FLOP table, ``refimpl.flops.formulas.count_flops``, on the node's fake
                  values (0 for ops the table does not list: pointwise, views, reductions).
-    ``profile``  the median wall time of the node run alone, on its own device, on random
-                 inputs of the recorded shapes (synchronising CUDA around each run).
+    ``profile``  the least wall time of the node run alone (``repeats`` runs after a
+                 warm-up), on its own device, on random inputs of the recorded shapes
+                 (synchronising CUDA around each run). The least, not the median: other
+                 work on the machine only ever adds time, so the minimum is the op's own.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -77,7 +78,7 @@ def _sync(device: torch.device | None) -> None:
 
 
 def profile_runtime(node: fx.Node, repeats: int = 5) -> float:
-    """Median seconds of the node run alone on random inputs (0 for non-op nodes)."""
+    """Least seconds of the node run alone on random inputs (0 for non-op nodes)."""
     if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
         return 0.0
     fake_args, fake_kwargs = _meta_args(node)
@@ -95,7 +96,7 @@ def profile_runtime(node: fx.Node, repeats: int = 5) -> float:
     except Exception as exc:
         raise RuntimeError(f"runtime_estimator='profile' could not time node {node.name} "
                            f"({node.target}): {exc}") from exc
-    return statistics.median(times[1:])
+    return min(times[1:])
 
 
 def runtime_estimator(name: str, repeats: int = 5) -> Callable[[fx.Node], float]:

@@ -3,7 +3,10 @@
 The flow network (built by :func:`save_set` from a plain ``JointGraph``):
 
 * every forward-side node ``v`` is split into ``v.in -> v.out`` with capacity = the bytes
-  saving ``v`` costs (infinite if ``v`` cannot be saved, e.g. a tuple);
+  saving ``v`` costs (infinite if ``v`` cannot be saved, e.g. a tuple). A view of an
+  activation that may be saved is never saved itself: its base is saved and the view
+  recomputed (same storage, same bytes, a free recompute), so that no two savable values
+  share a storage and the cut's capacity is exactly the plan's bytes;
 * ``u.out -> v.in`` (infinite) for each forward-side edge ``u -> v``;
 * ``source -> v.in`` (infinite) if ``v`` cannot be recomputed: a primal or a banned node;
 * ``v.out -> sink`` (infinite) if the backward uses ``v`` directly.
@@ -22,7 +25,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from refimpl.partition.trace import JointGraph
+from refimpl.partition.errors import NoFiniteCut
+from refimpl.partition.graph import JointGraph, JointNode
+
+__all__ = ["Network", "NoFiniteCut", "max_flow_source_side", "save_set", "saves_itself"]
 
 
 class Network:
@@ -91,12 +97,28 @@ def max_flow_source_side(net: Network, s: int, t: int) -> tuple[int, set[int]]:
             total += flow
 
 
-class NoFiniteCut(RuntimeError):
-    """The backward needs a value that can neither be saved nor recomputed."""
+def saves_itself(graph: JointGraph, node: JointNode, banned: set[str], unsavable: set[str]
+                 ) -> bool:
+    """Whether a plan may save ``node`` as such: not unsavable, and not a view of an
+    activation that may be saved (its base is saved instead; module docstring)."""
+    if node.name in unsavable or not node.savable:
+        return False
+    owner = graph.by_name[node.storage]
+    return not (node.view and node.bytes and node.name not in banned and owner is not node
+                and owner.role == "forward" and owner.savable
+                and owner.name not in unsavable)
 
 
-def save_set(graph: JointGraph, banned: set[str]) -> list[str]:
-    """Names of the forward-side values a minimum cut saves, given the banned nodes."""
+def _capacity(graph: JointGraph, node: JointNode, banned: set[str], unsavable: set[str],
+              infinite: int) -> int:
+    """Bytes of saving ``node`` (infinite where it is never saved; module docstring)."""
+    return node.bytes if saves_itself(graph, node, banned, unsavable) else infinite
+
+
+def save_set(graph: JointGraph, banned: set[str], unsavable: set[str] = frozenset()
+             ) -> list[str]:
+    """Names of the forward-side values a minimum cut saves, given the nodes that may not be
+    recomputed (``banned``) and those that may not be saved (``unsavable``)."""
     side = graph.forward_side()
     index = {n.name: i for i, n in enumerate(side)}
     source, sink = 2 * len(side), 2 * len(side) + 1
@@ -105,7 +127,7 @@ def save_set(graph: JointGraph, banned: set[str]) -> list[str]:
     for name in graph.read_by_backward():
         net.add_edge(2 * index[name] + 1, sink, infinite)
     for i, node in enumerate(side):
-        net.add_edge(2 * i, 2 * i + 1, node.bytes if node.savable else infinite)
+        net.add_edge(2 * i, 2 * i + 1, _capacity(graph, node, banned, unsavable, infinite))
         if node.role == "primal" or node.name in banned:
             net.add_edge(source, 2 * i, infinite)
         for user in node.users:
@@ -114,5 +136,6 @@ def save_set(graph: JointGraph, banned: set[str]) -> list[str]:
     flow, reach = max_flow_source_side(net, source, sink)
     if flow >= infinite:
         raise NoFiniteCut("the backward needs a value that can be neither saved nor "
-                          "recomputed (a banned tuple-valued op used directly?)")
+                          "recomputed (a random or must-save op inside a region marked "
+                          "recompute, or a banned tuple-valued op used directly)")
     return [n.name for i, n in enumerate(side) if 2 * i in reach and 2 * i + 1 not in reach]

@@ -10,7 +10,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-SOLVERS = ("dp", "ilp", "greedy", "brute")
+#: "exact" (the default) and "brute" solve DESIGN.md's problem; dp, ilp and greedy are
+#: torch's knapsack heuristics (``activation_memory_budget_solver``), kept for comparison.
+EXACT_SOLVERS = ("exact", "brute")
+KNAPSACK_SOLVERS = ("dp", "ilp", "greedy")
+SOLVERS = EXACT_SOLVERS + KNAPSACK_SOLVERS
+DEFAULT_SOLVER = "exact"
 RUNTIME_ESTIMATORS = ("flops", "profile")
 
 
@@ -22,17 +27,25 @@ class PartitionOptions:
                        1.0 is the runtime-optimised min-cut plan; in between the saved bytes
                        stay within ``min + memory_budget * (max - min)``.
     runtime_estimator  ``"flops"`` (the FLOP table) or ``"profile"`` (time each node).
-    solver             knapsack solver: ``"dp"``, ``"ilp"`` (exact), ``"greedy"`` (torch-like,
-                       for comparison), ``"brute"`` (exhaustive, at most 20 candidates).
+    solver             ``"exact"`` (default): the optimum of the partition problem
+                       (:mod:`refimpl.partition.exact`); ``"brute"``: every save-set (small
+                       graphs); ``"dp"``, ``"ilp"``, ``"greedy"``: torch's knapsack over
+                       candidate items, heuristics for the problem, kept for comparison.
+    cse                run common-subexpression elimination on the joint graph first, as
+                       torch's partitioner does (``torch._functorch.config.cse``).
     optimize_layout    the dynamo backend runs ``refimpl.layout.optimize_layout`` first.
-    profile_repeats    timed runs per node for the ``"profile"`` estimator (median is used).
+    profile_repeats    timed runs per node for the ``"profile"`` estimator (the least is used).
+    solver_time_limit  seconds the exact solver may take per solve before it raises
+                       :class:`~refimpl.partition.errors.SolverTimeLimit`.
     """
 
     memory_budget: float = 1.0
     runtime_estimator: str = "flops"
-    solver: str = "dp"
+    solver: str = DEFAULT_SOLVER
+    cse: bool = True
     optimize_layout: bool = True
     profile_repeats: int = 5
+    solver_time_limit: float = 60.0
 
     def __post_init__(self) -> None:
         budget = self.memory_budget
@@ -44,20 +57,30 @@ class PartitionOptions:
                              f"{', '.join(RUNTIME_ESTIMATORS)}")
         if self.solver not in SOLVERS:
             raise ValueError(f"solver={self.solver!r} is not one of {', '.join(SOLVERS)}")
-        if not isinstance(self.optimize_layout, bool):
-            raise ValueError(f"optimize_layout={self.optimize_layout!r} must be True or False")
+        for flag in ("cse", "optimize_layout"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag}={getattr(self, flag)!r} must be True or False")
+        limit = self.solver_time_limit
+        if isinstance(limit, bool) or not isinstance(limit, int | float) \
+                or not 0 < limit < math.inf:
+            raise ValueError(f"solver_time_limit={limit!r} must be a positive finite number "
+                             "of seconds")
         if not isinstance(self.profile_repeats, int) or self.profile_repeats < 1:
             raise ValueError(f"profile_repeats={self.profile_repeats!r} must be an int >= 1")
 
     @classmethod
     def from_torch_config(cls, **overrides: object) -> PartitionOptions:
-        """Options from ``torch._functorch.config.activation_memory_budget*`` (2.13 names)."""
+        """Options from ``torch._functorch.config``: ``activation_memory_budget*`` and
+        ``cse``. The solver is refimpl's exact one unless
+        ``activation_memory_budget_solver`` was set to one of torch's knapsack names."""
         import torch._functorch.config as fconfig
 
+        name = "activation_memory_budget_solver"
         values = {
             "memory_budget": fconfig.activation_memory_budget,
             "runtime_estimator": fconfig.activation_memory_budget_runtime_estimator,
-            "solver": fconfig.activation_memory_budget_solver,
+            "solver": DEFAULT_SOLVER if fconfig._is_default(name) else getattr(fconfig, name),
+            "cse": fconfig.cse,
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]

@@ -1,29 +1,32 @@
 """The partitioner: from a plain joint graph and the options to a :class:`Plan`.
 
-Algorithm (budget semantics of DESIGN.md):
-    1. ``max`` plan: a minimum cut where the hard bans (random, mutating ops) and the
-       runtime bans (non-cheap ops, values the backward materialises) may not be recomputed:
-       the runtime-optimised plan, returned at budget 1.0.
-    2. ``min`` plan: a minimum cut with only the hard bans: it saves inputs and what must be
-       saved, returned at budget 0.0.
-    3. In between, ``bound = min + budget x (max - min)``; the knapsack chooses which
-       candidates (needed forward nodes with a positive runtime) to save within
-       ``bound - min`` bytes, maximising the runtime it spares; a minimum cut with those
-       candidates banned gives the plan.
-Invariant: ``saved_bytes <= bound``. Saving the ``min`` plan's values plus the chosen
-candidates is a valid cut costing at most ``min + (bound - min)``, and the cut is minimum.
+Budget semantics (DESIGN.md, "The partitioner's problem, stated exactly"):
+    1. ``max`` plan: a minimum cut where the hard bans (random, mutating, must-save ops) and
+       the runtime bans (non-cheap ops, values the backward materialises) may not be
+       recomputed: the runtime-optimised plan, returned at budget 1.0.
+    2. ``min`` plan: a minimum cut with only the hard bans: the fewest bytes any plan keeps.
+    3. ``bound = min + budget x (max - min)``. For a budget below 1 the solver chooses:
+       ``"exact"`` (default) and ``"brute"`` return the optimum of the problem (least
+       recompute cost, then least bytes, within ``bound``); torch's knapsack heuristics
+       (``"dp"``, ``"ilp"``, ``"greedy"``) choose which candidate items to save within
+       ``bound - min`` bytes, and a minimum cut with those items banned gives the plan.
+Invariant: ``saved_bytes <= bound`` for every solver, and the exact solvers' cost is the
+least of all valid plans within ``bound``. :func:`choose_many` computes ``min`` and ``max``
+once for many budgets.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from refimpl.partition import candidates, knapsack
-from refimpl.partition.candidates import backward_reads
+from refimpl.partition import candidates, exact, exhaustive, knapsack
+from refimpl.partition.cut import Cut, cut_of
+from refimpl.partition.graph import JointGraph
 from refimpl.partition.mincut import save_set
 from refimpl.partition.options import PartitionOptions
 from refimpl.partition.plan import Plan
-from refimpl.partition.trace import JointGraph
 
 #: relative slack so that a budget written as a byte ratio (28 / 40) reaches its bytes.
 BOUND_SLACK = 1e-9
@@ -36,49 +39,77 @@ def budget_bound(min_bytes: int, max_bytes: int, budget: float) -> int:
     return min(max_bytes, math.floor(min_bytes + budget * span + BOUND_SLACK * span))
 
 
-def _cut(graph: JointGraph, banned: set[str]) -> tuple[list[str], list[str], int]:
-    """(values read by the backward, recomputed nodes, activation bytes) of a minimum cut."""
-    reads, recomputed = backward_reads(graph, set(save_set(graph, banned)))
-    return reads, recomputed, saved_bytes(graph, reads)
+@dataclass(frozen=True)
+class Bans:
+    """What no plan may recompute (``hard``) or save (``unsavable``), and the ``min`` and
+    ``max`` plans every budget is measured against."""
+
+    hard: set[str]
+    unsavable: set[str]
+    low: Cut
+    high: Cut
 
 
-def saved_bytes(graph: JointGraph, names: list[str]) -> int:
-    """Activation bytes of saving ``names``: each storage counted once (views share it)."""
-    by_storage = {graph.by_name[n].storage: graph.by_name[n].bytes for n in names}
-    return sum(by_storage.values())
+def bans_and_bounds(graph: JointGraph) -> Bans:
+    """The bans and the ``min``/``max`` plans of ``graph`` (module docstring, 1 and 2)."""
+    hard = candidates.hard_bans(graph)
+    unsavable = candidates.unsavable(graph, hard)
+    runtime = hard | candidates.runtime_bans(graph)
+    high = cut_of(graph, set(save_set(graph, runtime, unsavable)))
+    low = cut_of(graph, set(save_set(graph, hard, unsavable)))
+    return Bans(hard, unsavable, low, high)
 
 
 def choose(graph: JointGraph, options: PartitionOptions) -> Plan:
     """The plan for ``graph`` under ``options`` (module docstring)."""
-    hard = candidates.hard_bans(graph)
-    high = _cut(graph, hard | candidates.runtime_bans(graph))
-    low = _cut(graph, hard) if options.memory_budget < 1 else high
-    lo, hi = low[2], max(high[2], low[2])
-    bound = budget_bound(lo, hi, options.memory_budget)
-    if options.memory_budget == 1 or high[2] <= bound:
-        chosen = high
-    elif options.memory_budget == 0:
-        chosen = low
-    else:
-        items = candidates.items(graph, hard)
-        keep = knapsack.solve(options.solver, [i.bytes for i in items],
-                              [i.runtime for i in items], bound - lo)
-        chosen = _cut(graph, hard | {items[k].name for k in keep})
-    return _plan(graph, options, chosen, lo, hi, bound)
+    return choose_many(graph, [options.memory_budget], options)[0]
 
 
-def _plan(graph: JointGraph, options: PartitionOptions, chosen: tuple, lo: int, hi: int,
+def choose_many(graph: JointGraph, budgets: Sequence[float], options: PartitionOptions
+                ) -> list[Plan]:
+    """One plan per budget in ``budgets`` (each in [0, 1]), sharing the bans and bounds;
+    ``options.memory_budget`` is ignored."""
+    bans = bans_and_bounds(graph)
+    lo, hi = bans.low.bytes, max(bans.high.bytes, bans.low.bytes)
+    plans = []
+    for budget in budgets:
+        options_b = replace(options, memory_budget=budget)
+        bound = budget_bound(lo, hi, budget)
+        plans.append(_plan(graph, options_b, _solve(graph, options_b, bans, bound), lo, hi,
+                           bound))
+    return plans
+
+
+def _solve(graph: JointGraph, options: PartitionOptions, bans: Bans, bound: int) -> Cut:
+    """The cut ``options.solver`` chooses within ``bound`` bytes."""
+    budget = options.memory_budget
+    if budget == 1:
+        return bans.high
+    if options.solver == "exact":
+        saved = exact.solve(graph, bound, bans.hard, bans.unsavable, options.solver_time_limit)
+        return cut_of(graph, saved)
+    if options.solver == "brute":
+        return exhaustive.solve(graph, bound, bans.hard, bans.unsavable)
+    if bans.high.bytes <= bound:
+        return bans.high
+    if budget == 0:
+        return bans.low
+    items = candidates.items(graph, bans.hard)
+    keep = knapsack.solve(options.solver, [i.bytes for i in items],
+                          [i.runtime for i in items], bound - bans.low.bytes)
+    banned = bans.hard | {items[k].name for k in keep}
+    return cut_of(graph, set(save_set(graph, banned, bans.unsavable)))
+
+
+def _plan(graph: JointGraph, options: PartitionOptions, cut: Cut, lo: int, hi: int,
           bound: int) -> Plan:
-    reads, recomputed, saved_bytes = chosen
     is_input = lambda n: graph.by_name[n].role == "primal" or (
         graph.by_name[n].bytes == 0 and not graph.by_name[n].is_sym)
     return Plan(
         memory_budget=options.memory_budget, solver=options.solver,
         runtime_estimator=options.runtime_estimator,
-        saved=tuple(n for n in reads if not is_input(n)),
-        saved_inputs=tuple(n for n in reads if is_input(n)),
-        recomputed=tuple(n for n in recomputed if graph.by_name[n].fw_required),
-        saved_bytes=saved_bytes, min_bytes=lo, max_bytes=hi,
-        bound_bytes=bound,
-        recompute_cost=sum(graph.by_name[n].runtime for n in recomputed
-                           if graph.by_name[n].fw_required))
+        saved=tuple(n for n in cut.reads if not is_input(n)),
+        saved_inputs=tuple(n for n in cut.reads if is_input(n)),
+        recomputed=tuple(n for n in cut.recomputed if graph.by_name[n].fw_required),
+        saved_bytes=cut.bytes, min_bytes=lo, max_bytes=hi, bound_bytes=bound,
+        recompute_cost=cut.cost)

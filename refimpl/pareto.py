@@ -1,0 +1,178 @@
+"""``refimpl pareto MODEL``: memory vs recompute, the optimum beside torch's plan and the
+knapsack heuristic (PNG and CSV).
+
+One trace: the model's joint graph is captured once (dynamo + AOTAutograd with inductor's
+decompositions, as ``refimpl.compile`` and torch's ``aot_eager_decomp_partition`` trace it).
+For each budget, three plans are scored by the same model (refimpl's plain joint graph:
+activation bytes, each storage once; FLOPs of the forward nodes the backward recomputes):
+
+* ``optimum``: refimpl's default solver (``solver="exact"``);
+* ``knapsack``: torch's formulation solved exactly (``solver="dp"``), a heuristic for the
+  problem: it never sees that saving a small value spares recomputing an expensive one;
+* ``torch``: torch's own ``min_cut_rematerialization_partition`` at that budget (with
+  ``--compare torch``, the default), scored by what its forward graph hands the backward.
+
+This command sits above the components: it uses the partitioner's public functions and
+torch's partitioner, and the components know nothing of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+from pathlib import Path
+
+import torch
+
+HELP = "memory vs recompute over budgets 0..1: optimum, torch's plan, knapsack (PNG + CSV)"
+
+#: model name -> example input shape (small: the curve's shape does not need big inputs).
+INPUTS = {"mlp": (8, 64), "transformer": (2, 32, 64), "resnet18": (2, 3, 32, 32)}
+#: programs that are not modules: the issue's summary-value program.
+PROGRAMS = ("summary",)
+COLUMNS = ["plan", "budget", "saved_bytes", "recompute_flops"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", choices=sorted([*INPUTS, *PROGRAMS]),
+                        help="a model from refimpl.models, or 'summary' (small values "
+                             "computed from expensive matmuls)")
+    parser.add_argument("--points", type=int, default=11,
+                        help="number of budgets, evenly spaced over [0, 1] (default 11)")
+    parser.add_argument("--compare", choices=["torch", "none"], default="torch",
+                        help="also draw torch's partitioner (default torch)")
+    parser.add_argument("--out", default=None,
+                        help="output prefix (default: pareto-MODEL): writes .png and .csv")
+
+
+def summary_program(x, w1, w2, w3):
+    """Row sums of two expensive matmuls, and a cheap one used whole."""
+    s1, s2 = (x @ w1).sum(1), (x @ w2).amax(1)
+    return (s1.cos() * s2.sin()).sum() + (x @ w3).cos().sum()
+
+
+def example(name: str):
+    """(function, example inputs) for a model name or program name."""
+    from refimpl.models import MODELS
+
+    torch.manual_seed(0)
+    if name == "summary":
+        shapes = [(64, 64), (64, 512), (64, 256), (64, 64)]
+        return summary_program, [torch.randn(s, requires_grad=True) for s in shapes]
+    return MODELS[name](), [torch.randn(*INPUTS[name], requires_grad=True)]
+
+
+def capture_joint(fn, inputs) -> tuple[torch.fx.GraphModule, int]:
+    """The joint graph (a copy) that ``refimpl.compile`` would partition, and its number of
+    forward outputs."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import default_partition
+    from torch._inductor.compile_fx import select_decomp_table
+
+    captured = []
+
+    def capture(joint, joint_inputs, *, num_fwd_outputs, **kwargs):
+        captured.append((copy.deepcopy(joint), num_fwd_outputs))
+        return default_partition(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs,
+                                 **kwargs)
+
+    torch._dynamo.reset()
+    backend = aot_autograd(fw_compiler=lambda g, _: g, partition_fn=capture,
+                           decompositions=select_decomp_table())
+    torch.compile(lambda *a: fn(*a).sum(), backend=backend, fullgraph=True)(*inputs)
+    return captured[0]
+
+
+def torch_plan_cost(gm, num_fwd: int, graph, budget: float) -> tuple[int, float]:
+    """(bytes, recompute FLOPs) of torch's partitioner at ``budget``, read from the graphs
+    it returns: the bytes of what its forward hands the backward (each storage once, by
+    ``graph``'s model), the runtime of the forward nodes its backward graph computes."""
+    import torch._functorch.config as fconfig
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from refimpl.partition.cut import recompute_cost, saved_bytes
+
+    with fconfig.patch(activation_memory_budget=budget):
+        fw, bw = min_cut_rematerialization_partition(copy.deepcopy(gm), None,
+                                                     compiler="inductor",
+                                                     num_fwd_outputs=num_fwd)
+    outputs = next(iter(fw.graph.find_nodes(op="output"))).args[0][num_fwd:]
+    saved = [n.name for n in outputs if isinstance(n, torch.fx.Node) and n.name in graph.by_name]
+    redone = [n.name for n in bw.graph.nodes if n.op == "call_function"
+              and n.name in graph.by_name and graph.by_name[n.name].role == "forward"]
+    return saved_bytes(graph, saved), recompute_cost(graph, redone)
+
+
+def curves(name: str, budgets: list[float], compare: bool) -> list[list]:
+    """Rows ``[plan, budget, saved_bytes, recompute_flops]`` for the three plans."""
+    from refimpl.partition.cost import flops_runtime
+    from refimpl.partition.fx_edge import joint_graph_from_fx
+    from refimpl.partition.options import PartitionOptions
+    from refimpl.partition.partitioner import choose_many
+
+    fn, inputs = example(name)
+    gm, num_fwd = capture_joint(fn, inputs)
+    graph = joint_graph_from_fx(copy.deepcopy(gm), num_fwd, flops_runtime)
+    rows = []
+    for label, solver in (("optimum", "exact"), ("knapsack", "dp")):
+        plans = choose_many(graph, budgets, PartitionOptions(solver=solver, cse=False))
+        rows += [[label, p.memory_budget, p.saved_bytes, p.recompute_cost] for p in plans]
+    if compare:
+        rows += [["torch", b, *torch_plan_cost(gm, num_fwd, graph, b)] for b in budgets]
+    return rows
+
+
+def plot(rows: list[list], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    styles = {"optimum": ("o-", 9), "torch": ("s--", 7), "knapsack": ("^:", 6)}
+    unit, scale = ("MiB", 2**20) if max(r[2] for r in rows) >= 2**20 else ("KiB", 2**10)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label in dict.fromkeys(r[0] for r in rows):
+        mine = sorted((r for r in rows if r[0] == label), key=lambda r: r[1])
+        marker, size = styles.get(label, ("o-", 6))
+        ax.plot([r[2] / scale for r in mine], [r[3] / 1e6 for r in mine], marker,
+                label=label, alpha=0.75, markersize=size)
+    ax.set_xlabel(f"activation memory saved for backward ({unit})")
+    ax.set_ylabel("recomputed FLOPs in backward (MFLOP)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _check_out(prefix: Path) -> str | None:
+    """Why ``--out`` cannot be written (checked before any work), or None."""
+    folder = prefix.parent
+    if not folder.is_dir():
+        return f"--out={prefix}: folder {folder} does not exist"
+    for suffix in (".csv", ".png"):
+        if prefix.with_suffix(suffix).is_dir():
+            return f"--out={prefix}: {prefix.with_suffix(suffix)} is a folder"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.points < 2:
+        print(f"--points={args.points} must be at least 2")
+        return 2
+    prefix = Path(args.out or f"pareto-{args.model}")
+    problem = _check_out(prefix)
+    if problem:
+        print(problem)
+        return 2
+    budgets = [i / (args.points - 1) for i in range(args.points)]
+    rows = curves(args.model, budgets, args.compare == "torch")
+    with open(prefix.with_suffix(".csv"), "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+        writer.writerows(rows)
+    plot(rows, prefix.with_suffix(".png"), f"{args.model}: budgets 0..1, same cost model")
+    print(f"wrote {prefix.with_suffix('.csv')} and {prefix.with_suffix('.png')}")
+    return 0
