@@ -7,8 +7,10 @@ A :class:`ProgramSpec` is plain data: the batch size ``n``, the input width, and
 ==========  ==========================================================================
 mm          ``v @ W``, a new weight of shape ``(width(v), out)``: random weight shapes
 pointwise   cos, sin, tanh, sigmoid, relu or gelu of ``v``
-binary      ``v + u`` or ``v * u`` (same width)
+binary      ``v + u`` or ``v * u`` (same width, or one of them of width 1: broadcast)
 reduction   ``v * v.sum(1, keepdim=True)`` or ``v * v.amax(1, keepdim=True)``
+summary     a small value of ``v``: ``v.sum(1, keepdim=True)``, ``v.amax(...)``,
+            ``v.mean(...)`` (width 1), or ``v[:, a:a + k]`` (a narrow view of ``v``)
 view        round trips through views: ``v.t().t()``, reshape, ``stack(v.unbind(0)).cos()``
 conv        ``conv1d`` of ``v`` seen as ``(n, 1, width)``, a new ``(1, 1, 3)`` weight
 attention   ``scaled_dot_product_attention(v, v, v)`` over the batch rows
@@ -17,9 +19,26 @@ rand        ``v * rand_like(v)`` (random)
 inplace     ``v.clone().mul_(c)`` / ``.add_(c)`` / ``.relu_()`` (an in-place op on a fresh value)
 ==========  ==========================================================================
 
-The program returns ``sum(v.sum() for v in outputs)``, a scalar. ``spec.make()`` returns the
-callable ``fn(x, *weights)``; ``spec.inputs(seed)`` makes fresh inputs from a seed;
-``str(spec)`` prints the program for a reproducer.
+How a program is drawn (so that the memory budget binds and the plan is a real choice):
+a program is two to four *motifs*, each built around an expensive op (``mm``, ``conv``,
+``attention``) whose output the backward needs through a nonlinear op:
+
+=========  ====================================================================================
+chain      ``e = expensive(src); nonlinear(e)``: one value to save or recompute
+summary    ``e = expensive(src); s = summary(e); nonlinear(s)`` (times a wide value, sometimes):
+           saving the small ``s`` spares recomputing ``e``, the shape a knapsack over the
+           expensive ops' outputs never sees
+fanout     ``e`` read by two or three consumers (nonlinear ops, another ``mm``)
+view       ``nonlinear(view(e))``: the backward reads a view of a saved storage
+random     ``nonlinear(dropout(e))`` or ``rand``: a value that must be saved, never recomputed
+single     one step of any kind (the table above), reading any earlier value
+=========  ====================================================================================
+
+``src`` is the input ``x`` half the time (shared inputs), else an earlier value. Every value
+no later step reads is an output, so nothing is dead. The program returns
+``sum(v.sum() for v in outputs)``, a scalar. ``spec.make()`` returns the callable
+``fn(x, *weights)``; ``spec.inputs(seed)`` makes fresh inputs from a seed; ``str(spec)``
+prints the program for a reproducer.
 """
 
 from __future__ import annotations
@@ -30,13 +49,17 @@ import torch
 from hypothesis import strategies as st
 from torch.nn import functional as F
 
-__all__ = ["KINDS", "RANDOM_KINDS", "ProgramSpec", "Step", "programs"]
+__all__ = ["KINDS", "MOTIFS", "RANDOM_KINDS", "ProgramSpec", "Step", "programs"]
 
-KINDS = ("mm", "pointwise", "binary", "reduction", "view", "conv", "attention", "dropout",
-         "rand", "inplace")
+KINDS = ("mm", "pointwise", "binary", "reduction", "summary", "view", "conv", "attention",
+         "dropout", "rand", "inplace")
 RANDOM_KINDS = ("dropout", "rand")
+EXPENSIVE_KINDS = ("mm", "conv", "attention")
+MOTIFS = ("chain", "summary", "fanout", "view", "random", "single")
 POINTWISE = {"cos": torch.cos, "sin": torch.sin, "tanh": torch.tanh,
              "sigmoid": torch.sigmoid, "relu": torch.relu, "gelu": F.gelu}
+#: pointwise ops whose backward reads their input (relu's reads its output's sign only).
+NONLINEAR = ("cos", "sin", "tanh", "sigmoid")
 
 
 @dataclass(frozen=True)
@@ -48,6 +71,7 @@ class Step:
     reads: tuple[int, ...]
     out_width: int  # width of the value it makes (mm: the new weight's columns)
     constant: float = 0.0
+    offset: int = 0  # summary:slice: the first column of the slice
 
 
 @dataclass(frozen=True)
@@ -93,9 +117,16 @@ class ProgramSpec:
     def __str__(self) -> str:
         lines = [f"ProgramSpec(n={self.n}, width={self.width}, outputs={self.outputs})"]
         lines += [f"  v{i + 1} = {s.kind}:{s.variant}({', '.join(f'v{r}' for r in s.reads)})"
-                  + (f" c={s.constant}" if s.constant else "")
+                  f" width={s.out_width}" + (f" c={s.constant}" if s.constant else "")
+                  + (f" offset={s.offset}" if s.offset else "")
                   for i, s in enumerate(self.steps)]
         return "\n".join(lines)
+
+
+def _summary(step: Step, v: torch.Tensor) -> torch.Tensor:
+    if step.variant == "slice":
+        return v[:, step.offset:step.offset + step.out_width]
+    return {"sum": v.sum, "mean": v.mean}.get(step.variant, v.amax)(1, keepdim=True)
 
 
 def _apply(step: Step, vs: list[torch.Tensor], weights) -> torch.Tensor:
@@ -110,6 +141,8 @@ def _apply(step: Step, vs: list[torch.Tensor], weights) -> torch.Tensor:
         case "reduction":
             r = v.sum(1, keepdim=True) if step.variant == "sum" else v.amax(1, keepdim=True)
             return v * r
+        case "summary":
+            return _summary(step, v)
         case "view":
             if step.variant == "unbind":  # a tuple of views, stacked into a fresh tensor
                 return torch.stack(v.unbind(0)).cos()
@@ -131,39 +164,146 @@ def _apply(step: Step, vs: list[torch.Tensor], weights) -> torch.Tensor:
     raise ValueError(f"step.kind={step.kind!r} is not one of {', '.join(KINDS)}")
 
 
+VARIANTS = {"pointwise": sorted(POINTWISE), "reduction": ["sum", "amax"],
+            "summary": ["sum", "slice", "amax", "mean"],
+            "view": ["transpose", "reshape", "unbind"], "inplace": ["mul_", "add_", "relu_"],
+            "conv": ["conv1d"], "attention": ["sdpa"], "dropout": ["dropout"],
+            "rand": ["rand_like"]}
+
+
 @st.composite
-def _step(draw, widths: list[int], kinds: tuple[str, ...], max_width: int) -> Step:
-    kind = draw(st.sampled_from(kinds))
-    i = draw(st.integers(0, len(widths) - 1))
+def _one(draw, kind: str, i: int, widths: list[int], max_width: int) -> Step:
+    """A step of ``kind`` reading value ``i`` (and, for binary, a value of a fitting width)."""
     w = widths[i]
     if kind == "mm":
         return Step("mm", "mm", (i,), draw(st.integers(1, max_width)))
     if kind == "binary":
-        same = [j for j, wj in enumerate(widths) if wj == w]
-        return Step("binary", draw(st.sampled_from(["add", "mul"])),
-                    (i, draw(st.sampled_from(same))), w)
-    variants = {"pointwise": sorted(POINTWISE), "reduction": ["sum", "amax"],
-                "view": ["transpose", "reshape", "unbind"], "inplace": ["mul_", "add_", "relu_"],
-                "conv": ["conv1d"], "attention": ["sdpa"], "dropout": ["dropout"],
-                "rand": ["rand_like"]}[kind]
+        fits = [j for j, wj in enumerate(widths) if wj == w or wj == 1 or w == 1]
+        j = draw(st.sampled_from(fits))
+        return Step("binary", draw(st.sampled_from(["mul", "add"])), (i, j), max(w, widths[j]))
+    variant = draw(st.sampled_from(VARIANTS[kind]))
+    if kind == "summary" and variant == "slice":
+        k = draw(st.integers(1, w))
+        return Step("summary", "slice", (i,), k, offset=draw(st.integers(0, w - k)))
+    if kind == "summary":
+        return Step("summary", variant, (i,), 1)
     constant = draw(st.sampled_from([0.25, 0.5])) if kind in ("dropout", "inplace") else 0.0
-    return Step(kind, draw(st.sampled_from(variants)), (i,), w, constant)
+    return Step(kind, variant, (i,), w, constant)
+
+
+class _Builder:
+    """The steps drawn so far, and their widths (value 0 is the input)."""
+
+    def __init__(self, width: int, max_width: int, kinds: tuple[str, ...]) -> None:
+        self.steps: list[Step] = []
+        self.widths = [width]
+        self.max_width = max_width
+        self.kinds = kinds
+
+    def add(self, step: Step) -> int:
+        self.steps.append(step)
+        self.widths.append(step.out_width)
+        return len(self.steps)
+
+    def nonlinear(self, draw, i: int) -> int:
+        if "pointwise" not in self.kinds:
+            return i
+        return self.add(Step("pointwise", draw(st.sampled_from(NONLINEAR)), (i,),
+                             self.widths[i]))
+
+    def expensive(self, draw, src: int) -> int:
+        kinds = [k for k in EXPENSIVE_KINDS if k in self.kinds]
+        if not kinds:
+            return src
+        kind = draw(st.sampled_from(kinds))
+        return self.add(draw(_one(kind, src, self.widths, self.max_width)))
+
+    def one_of(self, draw, kinds: tuple[str, ...], i: int) -> int:
+        allowed = [k for k in kinds if k in self.kinds]
+        if not allowed:
+            return i
+        return self.add(draw(_one(draw(st.sampled_from(allowed)), i, self.widths,
+                                  self.max_width)))
+
+
+def _motif(draw, b: _Builder, motif: str) -> None:
+    """Append one motif (module docstring) to ``b``."""
+    last = len(b.steps)
+    src = 0 if draw(st.booleans()) else draw(st.integers(0, last))
+    if motif == "single":
+        b.one_of(draw, KINDS, draw(st.integers(0, last)))
+        return
+    if motif == "summary":
+        _summary_motif(draw, b, src)
+        return
+    e = b.expensive(draw, src)
+    if motif == "chain":
+        b.nonlinear(draw, e)
+    elif motif == "fanout":
+        b.nonlinear(draw, e)
+        for _ in range(draw(st.integers(1, 2))):
+            if draw(st.booleans()):
+                b.nonlinear(draw, e)
+            else:
+                b.nonlinear(draw, b.one_of(draw, ("mm",), e))
+    elif motif == "view":
+        b.nonlinear(draw, b.one_of(draw, ("view", "summary"), e))
+    else:  # random
+        b.nonlinear(draw, b.one_of(draw, RANDOM_KINDS, e))
+
+
+def _summary_motif(draw, b: _Builder, src: int) -> None:
+    """A wide ``mm`` (or another expensive op) summarised into a small value read through a
+    nonlinear op, sometimes times a wide value; half the time beside a cheaper, narrower
+    ``mm`` whose output is larger than the summary: then the optimum at middle budgets
+    saves the summary and recomputes the cheap ``mm``, which a knapsack over the expensive
+    ops' outputs cannot do (issue 13)."""
+    if "mm" in b.kinds:
+        wide = draw(st.integers(max(2, b.max_width // 2), b.max_width))
+        e = b.add(Step("mm", "mm", (src,), wide))
+    else:
+        e = b.expensive(draw, src)
+    p = b.nonlinear(draw, b.one_of(draw, ("summary",), e))
+    wp = b.widths[p]
+    wide_values = [j for j, w in enumerate(b.widths) if w > 1 and j != p and wp in (1, w)]
+    if wide_values and "binary" in b.kinds and draw(st.booleans()):
+        j = draw(st.sampled_from(wide_values))
+        b.add(Step("binary", "mul", (p, j), b.widths[j]))
+    if "mm" in b.kinds and b.widths[e] > 2 and draw(st.booleans()):
+        narrow = draw(st.integers(2, b.widths[e] - 1))
+        b.nonlinear(draw, b.add(Step("mm", "mm", (src,), narrow)))
+
+
+def _sinks(spec_steps: list[Step]) -> set[int]:
+    """Values no later step reads (step values only, never the input)."""
+    read = {r for s in spec_steps for r in s.reads}
+    return {i for i in range(1, len(spec_steps) + 1) if i not in read}
 
 
 @st.composite
 def programs(draw, max_steps: int = 8, max_width: int = 12,
-             kinds: tuple[str, ...] = KINDS) -> ProgramSpec:
-    """Random differentiable programs (module docstring); ``kinds`` limits the step kinds."""
+             kinds: tuple[str, ...] = KINDS, require_random: bool = False) -> ProgramSpec:
+    """Random differentiable programs (module docstring): motifs until ``max_steps`` steps
+    (at least one step); ``kinds`` limits the step kinds; ``require_random`` ends a program
+    without a random op with the random motif (up to three steps past ``max_steps``)."""
     unknown = set(kinds) - set(KINDS)
-    if unknown or not kinds:
-        raise ValueError(f"kinds={kinds!r}: each must be one of {', '.join(KINDS)}")
+    if unknown or not kinds or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"kinds={kinds!r}, max_steps={max_steps!r}: kinds must each be one "
+                         f"of {', '.join(KINDS)} and max_steps an int >= 1")
     n, width = draw(st.integers(1, 6)), draw(st.integers(1, max_width))
-    steps: list[Step] = []
-    widths = [width]
-    for _ in range(draw(st.integers(1, max_steps))):
-        step = draw(_step(widths, kinds, max_width))
-        steps.append(step)
-        widths.append(step.out_width)
-    last = len(steps)
-    extra = draw(st.lists(st.integers(1, last), max_size=2, unique=True))
-    return ProgramSpec(n, width, tuple(steps), tuple(sorted({last, *extra})))
+    b = _Builder(width, max_width, tuple(kinds))
+    for _ in range(draw(st.integers(2, 4))):
+        before = len(b.steps)
+        _motif(draw, b, draw(st.sampled_from((*MOTIFS, "summary"))))  # summary: 2 in 7
+        if len(b.steps) > max_steps:  # the motif does not fit: drop it, stop
+            del b.steps[before:], b.widths[before + 1:]
+            break
+    if not b.steps:
+        b.one_of(draw, tuple(kinds), 0)
+    if require_random and not any(st_.kind in RANDOM_KINDS for st_ in b.steps):
+        if not set(RANDOM_KINDS) & set(kinds):
+            raise ValueError(f"require_random=True needs one of {RANDOM_KINDS} in kinds")
+        _motif(draw, b, "random")
+    extra = draw(st.lists(st.integers(1, len(b.steps)), max_size=1))
+    outputs = tuple(sorted(_sinks(b.steps) | set(extra)))
+    return ProgramSpec(n, width, tuple(b.steps), outputs)

@@ -1,0 +1,109 @@
+"""Expectations for the partition properties, derived without refimpl's partitioner.
+
+Sources: the brute-force Pareto frontier of :mod:`refimpl.testing.partition_brute` (the
+fewest bytes any valid plan saves; the FLOPs the best plan within a bound recomputes), the
+no-recompute bytes (every storage the backward reads, kept: no sane plan at any budget saves
+more), the meter (:func:`refimpl.measure_saved`) for what a compiled function really keeps,
+and eager execution or the no-recompute reference run for outputs and gradients.
+
+The bound is written out here, as torch defines it, not imported:
+``floor(min + budget x (max - min))`` with a relative slack of 1e-9 of the span against
+float rounding. Each ``assert_*`` helper's message carries the expected and the observed
+value, and the reproducer the caller passes in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from refimpl.testing.partition_brute import Outcome, ReferenceRun
+
+SLACK = 1e-9
+
+
+def bound_bytes(min_bytes: int, max_bytes: int, budget: float) -> int:
+    """``floor(min + budget x (max - min) + 1e-9 x (max - min))``; ``max < min`` is an
+    error, never hidden behind ``max(min, max)``."""
+    if max_bytes < min_bytes:
+        raise AssertionError(f"max bytes {max_bytes} < min bytes {min_bytes}: a budget-1.0 "
+                             "plan saves less than the fewest bytes any valid plan saves")
+    span = max_bytes - min_bytes
+    return math.floor(min_bytes + budget * span + SLACK * span)
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the brute force says about one program."""
+
+    plans: tuple[Outcome, ...]  # per bytes figure, the fewest FLOPs; by bytes ascending
+    no_recompute_bytes: int
+
+    @classmethod
+    def of(cls, run: ReferenceRun) -> Expected:
+        return cls(tuple(run.problem.plans()), run.problem.save_everything().bytes)
+
+    @property
+    def frontier(self) -> list[Outcome]:
+        """The Pareto-optimal plans, by bytes ascending."""
+        frontier: list[Outcome] = []
+        for point in self.plans:
+            if not frontier or point.flops < frontier[-1].flops:
+                frontier.append(point)
+        return frontier
+
+    @property
+    def min_bytes(self) -> int:
+        return self.frontier[0].bytes
+
+    def bound(self, budget: float, max_bytes: int | None = None) -> int:
+        """The bound at ``budget``; ``max`` defaults to the no-recompute bytes."""
+        return bound_bytes(self.min_bytes, self.no_recompute_bytes if max_bytes is None
+                           else max_bytes, budget)
+
+    def optimum(self, bound: int) -> int:
+        """The fewest FLOPs any valid plan within ``bound`` bytes recomputes."""
+        fits = [o.flops for o in self.plans if o.bytes <= bound]
+        if not fits:
+            raise AssertionError(f"bound {bound} is below the minimum {self.min_bytes}")
+        return min(fits)
+
+    def reached(self, budget: float) -> bool:
+        """The budget binds (the best plan within the bound recomputes more than the best
+        plan overall) and the choice is non-trivial (valid plans of two or more different
+        sizes fit the bound, so which to take is a real decision)."""
+        bound = self.bound(budget)
+        binds = self.optimum(bound) > self.frontier[-1].flops
+        return binds and sum(o.bytes <= bound for o in self.plans) >= 2
+
+
+def assert_saved_within(observed: int, expected: Expected, budget: float, why: str,
+                        max_bytes: int | None = None) -> None:
+    """``min <= observed <= bound(budget)``."""
+    bound = expected.bound(budget, max_bytes)
+    assert observed <= bound, (
+        f"{why}\nsaved bytes at budget {budget}: expected <= {bound} (min "
+        f"{expected.min_bytes}, max {max_bytes or expected.no_recompute_bytes}), "
+        f"observed {observed}")
+    assert observed >= expected.min_bytes, (
+        f"{why}\nsaved bytes at budget {budget}: expected >= {expected.min_bytes} (the "
+        f"fewest any valid plan saves; fewer means a random op was recomputed or the "
+        f"backward reads something it never saved), observed {observed}")
+
+
+def close(a, b, rtol: float = 1e-5, atol: float = 1e-6) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.shape == b.shape and torch.allclose(a, b, rtol=rtol, atol=atol)
+
+
+def assert_same_results(output, grads, ref_output, ref_grads, why: str,
+                        reference: str) -> None:
+    """Output and every input gradient close to the reference's."""
+    assert close(output, ref_output), (
+        f"{why}\noutput: expected {reference}'s {ref_output}, observed {output}")
+    for i, (g, r) in enumerate(zip(grads, ref_grads)):
+        assert close(g, r), (f"{why}\ngradient of input {i}: expected {reference}'s\n{r}\n"
+                             f"observed\n{g}")
