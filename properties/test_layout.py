@@ -4,6 +4,9 @@ With the backend's ``optimize_layout`` applied to the dynamo graph (then eager A
 compiled outputs have eager's strides and pass ``same`` against eager with a float64
 reference; in training, gradients too; and the pass is deterministic. Each example checks
 that the backend really ran (a net that fell back to eager would prove nothing).
+
+Reach (each example): the graph the pass returned computes some value channels-last
+(:func:`refimpl.testing.layout.converted_values`), i.e. a conversion happened.
 """
 
 from __future__ import annotations
@@ -11,22 +14,25 @@ from __future__ import annotations
 import copy
 
 import torch
-from hypothesis import Phase, given, settings
+from hypothesis import given
 
-from refimpl.layout import LayoutOptions, decide_layout
 from refimpl.layout.backend import make_layout_backend
 from refimpl.oracle import component
-from refimpl.strategies.nets import HEADS, TAILS, ConvNetSpec, conv_nets
+from refimpl.strategies.nets import ConvNetSpec, conv_nets
+from refimpl.testing.layout import assert_noise_only, converted_values, zero_by_construction
+from refimpl.testing.reach import reach
 from refimpl.testing.same import mismatch
 
 
 def compile_with(pass_fn, module):
-    """``module`` compiled with ``pass_fn`` on its dynamo graph; the list of graphs seen."""
+    """``module`` compiled with ``pass_fn`` on its dynamo graph; per graph the pass saw, the
+    names of the values its result computes channels-last (empty: no conversion)."""
     seen = []
 
     def recording(gm, example_inputs):
-        seen.append(gm)
-        return pass_fn(gm, example_inputs)
+        out = pass_fn(gm, example_inputs)
+        seen.append(converted_values(out, list(example_inputs)))
+        return out
 
     torch._dynamo.reset()
     return torch.compile(module, backend=make_layout_backend(recording)), seen
@@ -48,10 +54,22 @@ def dense_strides(t: torch.Tensor) -> tuple[tuple[int, int], ...]:
 
 def check_same(expected, actual, fp64, what: str, spec: ConvNetSpec, *, outputs: int) -> None:
     """``same`` on everything; exact strides on the first ``outputs`` tensors (the graph's
-    outputs), the autograd engine's layout contract on the rest (gradients)."""
+    outputs), the autograd engine's layout contract on the rest (gradients). A gradient that
+    is zero by construction (float64 reference) is checked to be noise, not by ``same``."""
+    if isinstance(actual, list):
+        zero = zero_by_construction(fp64)
+        scale = max((t.abs().max().item() for t, z in zip(actual, zero)
+                     if isinstance(t, torch.Tensor) and t.numel() and not z), default=0.0)
+        for i, (a, z) in enumerate(zip(actual, zero)):
+            if z:
+                assert_noise_only(a, scale, f"{what} #{i}")
+        expected, actual, fp64 = ([None if z else t for t, z in zip(ts, zero)]
+                                  for ts in (expected, actual, fp64))
     why = mismatch(expected, actual, fp64)
     assert why is None, f"{what}: {why}\nreproduce with: {spec!r}"
     for i, (e, a) in enumerate(zip(tensors(expected), tensors(actual))):
+        if e is None:  # zero by construction: checked above
+            continue
         got, want = (a.stride(), e.stride()) if i < outputs else (dense_strides(a),
                                                                    dense_strides(e))
         assert got == want, f"{what} #{i}: strides {got} != eager {want}\nreproduce: {spec!r}"
@@ -68,17 +86,23 @@ def test_inference_outputs_match_eager(refimpl_backend, spec):
         compiled, seen = compile_with(pass_fn, module)
         actual = compiled(x.clone())
     assert seen, "the backend was never called"
+    reach(any(seen))
     check_same(expected, actual, fp64, "output", spec, outputs=1)
 
 
 def _train_step(module, x):
+    """Forward and backward of ``(out * probe).sum()``, probe a fixed random tensor. Not
+    ``out.sum()``: after a training-mode batch norm that loss is constant, so every gradient
+    is zero in exact arithmetic and the runs would compare rounding noise (found at 300
+    examples: a 72-channel conv then batch norm, weight gradients 4e-5 vs 2e-3 of noise)."""
     x = x.clone().requires_grad_(True)
     out = module(x)
-    out.sum().backward()
+    probe = torch.randn(out.shape, generator=torch.Generator().manual_seed(0),
+                        dtype=torch.float64).to(out.dtype)
+    (out * probe).sum().backward()
     return [out.detach(), x.grad, *[p.grad for p in module.parameters()]]
 
 
-@settings(max_examples=6)
 @given(spec=conv_nets(training=True))
 def test_training_outputs_and_gradients_match_eager(refimpl_backend, spec):
     pass_fn = component(refimpl_backend, "optimize_layout")
@@ -90,79 +114,20 @@ def test_training_outputs_and_gradients_match_eager(refimpl_backend, spec):
     compiled, seen = compile_with(pass_fn, compiled_module)
     actual = _train_step(compiled, x)
     assert seen, "the backend was never called"
+    reach(any(seen))
     check_same(expected, actual, fp64, "output and gradients", spec, outputs=1)
 
 
-@settings(max_examples=10)
 @given(spec=conv_nets())
 def test_pass_is_deterministic(refimpl_backend, spec):
     pass_fn = component(refimpl_backend, "optimize_layout")
     x = spec.example_input()
-    codes = []
+    codes, converted = [], []
     for _ in range(2):
         gm = torch.fx.symbolic_trace(spec.build().eval())
         with torch.no_grad():
-            codes.append(pass_fn(gm, [x]).code)
-    assert codes[0] == codes[1]
-
-
-# --- the strategy itself ---------------------------------------------------------------
-
-
-@settings(max_examples=10)
-@given(spec=conv_nets())
-def test_generated_nets_are_valid(spec):
-    assert spec.layers[0].kind == "conv" and spec.head in HEADS and spec.tail in TAILS
-    channels = spec.in_channels
-    for layer in spec.layers:
-        if layer.kind == "conv":
-            assert channels % layer.groups == 0 and layer.out_channels % layer.groups == 0
-            channels = layer.out_channels
-    with torch.no_grad():
-        out = spec.build().eval()(spec.example_input())
-    flat = spec.tail in ("view", "mutate_base")
-    assert out.dim() == (1 if flat else (2 if spec.head == "linear" else 4))
-
-
-@settings(max_examples=5)
-@given(spec=conv_nets(training=True))
-def test_training_nets_backpropagate_in_eager(spec):
-    assert spec.tail in ("none", "view")
-    grads = _train_step(spec.build().train(), spec.example_input())
-    assert all(g is not None for g in grads[1:])
-
-
-FIND_BUDGET = 2000
-
-
-def _decision(spec: ConvNetSpec, training: bool = False) -> bool:
-    gm = torch.fx.symbolic_trace(spec.build().train(training))
-    options = LayoutOptions(is_inference=not training)
-    return decide_layout(gm, [spec.example_input()], options).channels_last
-
-
-def test_strategy_reaches_every_feature():
-    """Each feature the properties rely on is generated (hypothesis.find fails otherwise)."""
-    from hypothesis import find
-
-    # find's first hit is enough: generation only, no shrinking.
-    convs = lambda s: [layer for layer in s.layers if layer.kind == "conv"]
-    features = {
-        "grouped": lambda s: any(c.groups > 1 and c.groups != c.out_channels for c in convs(s)),
-        "depthwise": lambda s: any(c.groups > 1 and c.groups * 2 == c.out_channels
-                                   for c in convs(s)),
-        "wide": lambda s: any(c.out_channels > 64 for c in convs(s)),
-        "strided": lambda s: any(c.stride == 2 for c in convs(s)),
-        "residual": lambda s: any(layer.kind == "residual" for layer in s.layers),
-        "inplace": lambda s: any(layer.kind == "relu_" for layer in s.layers),
-        "pool": lambda s: any(layer.kind.endswith("pool") for layer in s.layers),
-        "linear head": lambda s: s.head == "linear",
-        **{f"tail {t}": (lambda s, t=t: s.tail == t) for t in TAILS},
-        "converted in inference": _decision,
-        "converted in training": lambda s: _decision(s, training=True),
-        "not converted in training": lambda s: not _decision(s, training=True),
-    }
-    # A search budget for find (stops at the first hit), not a property's example count.
-    search = settings(database=None, max_examples=FIND_BUDGET, phases=(Phase.generate,))
-    for name, predicate in features.items():
-        assert predicate(find(conv_nets(), predicate, settings=search)), name
+            out = pass_fn(gm, [x])
+        codes.append(out.code)
+        converted.append(converted_values(out, [x]))
+    reach(bool(converted[0]))
+    assert codes[0] == codes[1], f"two runs of the pass differ:\n{codes[0]}\n---\n{codes[1]}"

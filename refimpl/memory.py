@@ -16,12 +16,24 @@ Algorithm
        still alive, i.e. still held by an autograd graph, and sum ``nbytes`` over their
        distinct storages that are not inputs.
 
+Storages are told apart by identity, never by address: the input storages are held (strongly)
+until the figure is computed and every counted storage is alive when it is counted, so no
+address can be freed and reused by another storage while the meter compares them (a freed
+input's address reused by a new activation once made the new one count as an input).
+
+:func:`measure_held` is the wider figure, for held tensors that autograd does not save: every
+new storage an op created during the forward and still alive when it returns (a selective
+checkpoint's cache, a closure), found by a ``TorchDispatchMode`` that keeps a weak reference
+to each op output's storage. The forward's own outputs are not counted unless autograd saved
+them. Not for compiled callables (a dispatch mode is on the stack).
+
 Invariant: the figure counts each storage once, whatever the number of views saved of it,
 and never counts a storage that existed before the forward.
 """
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,6 +41,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 
@@ -51,9 +64,18 @@ class _Handle:
         self.tensor = tensor
 
 
-def _storage_key(t: torch.Tensor) -> tuple[str, int]:
-    storage = t.untyped_storage()
-    return (str(t.device), storage.data_ptr())
+class _Storages:
+    """Distinct storages by identity, held alive (so no address is reused while compared)."""
+
+    def __init__(self, tensors: Iterable[torch.Tensor] = ()) -> None:
+        self.held: dict[int, torch.UntypedStorage] = {}
+        for t in tensors:
+            self.add(t)
+
+    def add(self, t: torch.Tensor) -> None:
+        storage = t.untyped_storage()
+        self.held[id(storage)] = storage
+
 
 
 def _reachable_tensors(obj: Any, depth: int = 2) -> Iterable[torch.Tensor]:
@@ -94,9 +116,40 @@ def _reachable_tensors(obj: Any, depth: int = 2) -> Iterable[torch.Tensor]:
 
 def measure_saved(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> SavedReport:
     """Run ``fn(*args, **kwargs)`` and report the new storages it left held for backward."""
+    return _measure(fn, args, kwargs, track_ops=False)
+
+
+def measure_held(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> SavedReport:
+    """As :func:`measure_saved`, plus every new storage an op made that is still alive after
+    the forward, outside autograd's saves (module docstring); the forward's outputs excluded."""
+    return _measure(fn, args, kwargs, track_ops=True)
+
+
+class _NewStorages(TorchDispatchMode):
+    """Weak references to the storage of every strided tensor an op returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: dict[int, weakref.ref[torch.UntypedStorage]] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                storage = t.untyped_storage()
+                ref = self.refs.get(id(storage))
+                if ref is None or ref() is not storage:  # new, or a dead one's id reused
+                    self.refs[id(storage)] = weakref.ref(storage)
+        return out
+
+    def alive(self) -> list[torch.UntypedStorage]:
+        return [s for s in (ref() for ref in self.refs.values()) if s is not None]
+
+
+def _measure(fn: Callable[..., Any], args: tuple, kwargs: dict, track_ops: bool) -> SavedReport:
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    inputs = {_storage_key(t) for t in _reachable_tensors([fn, args, kwargs], depth=3)}
+    inputs = _Storages(_reachable_tensors([fn, args, kwargs], depth=3))
     handles: list[weakref.ref[_Handle]] = []
 
     def pack(t: torch.Tensor) -> _Handle:
@@ -104,17 +157,18 @@ def measure_saved(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> SavedRep
         handles.append(weakref.ref(handle))
         return handle
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda h: h.tensor):
+    tracker = _NewStorages() if track_ops else contextlib.nullcontext()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda h: h.tensor), tracker:
         outputs = fn(*args, **kwargs)
-    held: dict[tuple[str, int], int] = {}
-    for ref in handles:
-        handle = ref()
-        if handle is None or not isinstance(handle.tensor, torch.Tensor):
-            continue
-        key = _storage_key(handle.tensor)
-        if key not in inputs:
-            held[key] = handle.tensor.untyped_storage().nbytes()
-    return SavedReport(sum(held.values()), len(held), len(handles), outputs)
+    # still held by an autograd graph: the handle is alive
+    held = _Storages(h.tensor for h in (ref() for ref in handles)
+                     if h is not None and isinstance(h.tensor, torch.Tensor)).held
+    if isinstance(tracker, _NewStorages):
+        returned = _Storages(t for t in tree_leaves(outputs) if isinstance(t, torch.Tensor))
+        held = {**{id(s): s for s in tracker.alive() if id(s) not in returned.held}, **held}
+    counted = {key: s for key, s in held.items() if key not in inputs.held}
+    return SavedReport(sum(s.nbytes() for s in counted.values()), len(counted), len(handles),
+                       outputs)
 
 
 def saved_activation_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:

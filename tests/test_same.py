@@ -151,3 +151,12 @@ def test_agrees_with_dynamo_on_noisy_results(scale):
     ref, res, truth = _case(scale)
     assert same(ref, res, fp64_ref=truth) == torch_same(ref, res, fp64_ref=truth,
                                                         log_error=lambda *a: None)
+
+
+@pytest.mark.parametrize("flag", ["cos_similarity", "equal_nan"])
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_flags_must_be_bools(flag, value):
+    """Issue 14: ``same(..., cos_similarity="yes")`` was accepted (read as truthy)."""
+    x = torch.ones(3)
+    with pytest.raises(TypeError, match=f"{flag}={value!r}: expected True or False"):
+        same(x, x, **{flag: value})

@@ -13,8 +13,16 @@ that drop what the forward saves and recompute it on first unpack.
 | wrapper   | ``checkpoint(module, **options)`` and ``checkpoint.state(module)`` |
 """
 
-from refimpl.checkpointing.options import CheckpointError, CheckpointOptions
+from refimpl.checkpointing.options import (
+    AlreadyCheckpointedError,
+    CheckpointError,
+    CheckpointOptions,
+    NotAModuleError,
+    OptionTypeError,
+    UseReentrantError,
+)
 from refimpl.checkpointing.wrapper import CheckpointState, checkpoint, checkpoint_state
 
-__all__ = ["CheckpointError", "CheckpointOptions", "CheckpointState", "checkpoint",
-           "checkpoint_state"]
+__all__ = ["AlreadyCheckpointedError", "CheckpointError", "CheckpointOptions",
+           "CheckpointState", "NotAModuleError", "OptionTypeError", "UseReentrantError",
+           "checkpoint", "checkpoint_state"]

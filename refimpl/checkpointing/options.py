@@ -11,15 +11,40 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+import torch.utils.checkpoint
+
 #: determinism_check values and what they compare between forward and recomputation.
 DETERMINISM_CHECKS = ("default", "none")
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(torch.utils.checkpoint.CheckpointError):
     """The recomputation did not reproduce what the forward saved, or the wrapper was misused.
 
-    A subclass of RuntimeError, like ``torch.utils.checkpoint.CheckpointError``.
+    A subclass of ``torch.utils.checkpoint.CheckpointError`` (itself a RuntimeError), so code
+    that catches torch's class catches refimpl's.
     """
+
+
+# The argument errors below subclass every class torch raises for the same input (torch
+# 2.13/2.14, ``torch.distributed._composable.checkpoint``), and the class refimpl raised before.
+
+
+class UseReentrantError(NotImplementedError, TypeError, ValueError):
+    """``use_reentrant`` other than False. torch: NotImplementedError for any truthy value."""
+
+
+class OptionTypeError(TypeError, ValueError):
+    """An option (or what ``context_fn`` returns) of the wrong type. torch: ValueError for a
+    truthy ``debug``, TypeError or ValueError for a ``context_fn`` result that is not a pair."""
+
+
+class AlreadyCheckpointedError(ValueError, AssertionError):
+    """``checkpoint`` applied twice to a module. torch: AssertionError (its ``contract``)."""
+
+
+class NotAModuleError(TypeError, AttributeError):
+    """``module`` is not an ``nn.Module``. torch: TypeError (checkpoint), AttributeError
+    (``checkpoint.state``)."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +72,8 @@ class CheckpointOptions:
     def __post_init__(self) -> None:
         for name in ("preserve_rng_state", "debug", "early_stop"):
             if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+                raise OptionTypeError(f"{name} must be True or False, got "
+                                      f"{getattr(self, name)!r}")
         if self.determinism_check not in DETERMINISM_CHECKS:
             raise ValueError(f"determinism_check={self.determinism_check!r} is not one of "
                              f"{', '.join(map(repr, DETERMINISM_CHECKS))}")
@@ -59,10 +85,15 @@ class CheckpointOptions:
     def from_kwargs(cls, kwargs: dict[str, Any]) -> CheckpointOptions:
         """The options named by ``checkpoint(module, **kwargs)``; unknown names are an error."""
         kwargs = dict(kwargs)
-        if kwargs.pop("use_reentrant", False) is not False:
-            raise ValueError("use_reentrant=True is not supported by the composable checkpoint; "
-                             "allowed: use_reentrant=False (use torch.utils.checkpoint for the "
-                             "reentrant variant)")
+        use_reentrant = kwargs.pop("use_reentrant", False)
+        if not isinstance(use_reentrant, bool):
+            raise UseReentrantError(f"use_reentrant must be a bool (True or False), got "
+                                    f"{use_reentrant!r}; the composable checkpoint allows only "
+                                    "use_reentrant=False")
+        if use_reentrant:
+            raise UseReentrantError("use_reentrant=True is not supported by the composable "
+                                    "checkpoint; allowed: use_reentrant=False (use "
+                                    "torch.utils.checkpoint for the reentrant variant)")
         allowed = [f.name for f in fields(cls)]
         unknown = sorted(set(kwargs) - set(allowed))
         if unknown:

@@ -31,7 +31,13 @@ from torch import nn
 
 from refimpl.checkpointing.debug import OpLogs
 from refimpl.checkpointing.frame import Frame, forward_region
-from refimpl.checkpointing.options import CheckpointError, CheckpointOptions
+from refimpl.checkpointing.options import (
+    AlreadyCheckpointedError,
+    CheckpointError,
+    CheckpointOptions,
+    NotAModuleError,
+    OptionTypeError,
+)
 
 #: where a module keeps its checkpoint state (in ``module.__dict__``, not as a submodule).
 STATE_KEY = "_refimpl_checkpoint_state"
@@ -52,8 +58,8 @@ def _context_pair(options: CheckpointOptions) -> tuple[Any, Any]:
     pair = options.context_fn()
     if not (isinstance(pair, tuple) and len(pair) == 2
             and all(hasattr(c, "__enter__") and hasattr(c, "__exit__") for c in pair)):
-        raise TypeError("context_fn must return a pair (forward_ctx, recompute_ctx) of context "
-                        f"managers, got {pair!r}")
+        raise OptionTypeError("context_fn must return a pair (forward_ctx, recompute_ctx) of "
+                              f"context managers, got {pair!r}")
     return pair
 
 
@@ -116,10 +122,11 @@ def checkpoint(module: nn.Module, **kwargs: Any) -> nn.Module:
     module is an error.
     """
     if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        raise NotAModuleError(f"module must be a torch.nn.Module, got "
+                              f"{type(module).__name__}")
     options = CheckpointOptions.from_kwargs(kwargs)
     if checkpoint_state(module) is not None:
-        raise ValueError(f"module: checkpoint has already been applied to this "
+        raise AlreadyCheckpointedError(f"module: checkpoint has already been applied to this "
                          f"{type(module).__name__}; apply it once per module")
     module.__dict__[STATE_KEY] = CheckpointState(options)
     module.register_forward_pre_hook(_pre_forward, with_kwargs=True)
@@ -130,7 +137,8 @@ def checkpoint(module: nn.Module, **kwargs: Any) -> nn.Module:
 def checkpoint_state(module: nn.Module) -> CheckpointState | None:
     """The module's :class:`CheckpointState`, or None if it is not checkpointed (as torch)."""
     if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        raise NotAModuleError(f"module must be a torch.nn.Module, got "
+                              f"{type(module).__name__}")
     return module.__dict__.get(STATE_KEY)
 
 

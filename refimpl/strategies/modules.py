@@ -125,6 +125,14 @@ def candidate_paths(layers: tuple[Layer, ...], prefix: str = "") -> list[str]:
     return paths
 
 
+def _layer_at(layers: tuple[Layer, ...], path: str) -> Layer:
+    """The layer a candidate path names (``"2.0"``: child 0 of layer 2; a fork's children are
+    its two modules, reported as the fork itself)."""
+    head, _, tail = path.partition(".")
+    layer = layers[int(head)]
+    return _layer_at(layer.children, tail) if tail and layer.kind == "group" else layer
+
+
 @st.composite
 def _leaf(draw: st.DrawFn) -> Layer:
     kind = draw(st.sampled_from(_LEAF_KINDS))
@@ -159,8 +167,13 @@ def module_stacks(draw: st.DrawFn, max_layers: int = 5, max_checkpointed: int = 
                          "must both be >= 1")
     layers = draw(_layers(max_layers))
     paths = candidate_paths(layers) + ([""] if include_root else [])
-    chosen = draw(st.lists(st.sampled_from(paths), min_size=1,
-                           max_size=min(max_checkpointed, len(paths)), unique=True))
+    # A call of several ops is what a checkpoint saves on: one is drawn first where there is
+    # one (a group, a fork, or the root), so most stacks strictly drop bytes.
+    composite = [p for p in paths if p == "" or _layer_at(layers, p).kind in ("group", "fork")]
+    first = draw(st.sampled_from(composite or paths))
+    rest = draw(st.lists(st.sampled_from(paths), max_size=min(max_checkpointed, len(paths)) - 1,
+                         unique=True))
+    chosen = {first, *rest}
     return ModuleStack(batch=draw(st.integers(1, 3)), channels=draw(st.integers(1, 3)),
                        length=draw(st.integers(2, 6)), layers=layers,
                        checkpointed=tuple(sorted(chosen)), seed=draw(st.integers(0, 2**16)))

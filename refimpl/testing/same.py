@@ -48,6 +48,9 @@ def mismatch(ref: Any, res: Any, fp64_ref: Any = None, cos_similarity: bool = Fa
     """None when ``same`` holds, else the path of the first failing leaf and why."""
     if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and tol >= 0):
         raise ValueError(f"tol={tol!r}: expected a number >= 0")
+    for name, flag in (("cos_similarity", cos_similarity), ("equal_nan", equal_nan)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name}={flag!r}: expected True or False")
     return _compare(ref, res, ref if fp64_ref is None else fp64_ref,
                     (bool(cos_similarity), float(tol), bool(equal_nan)), "result")
 

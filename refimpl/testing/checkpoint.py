@@ -1,0 +1,299 @@
+"""The expected bytes of a checkpointed model, derived by hand from an unwrapped run.
+
+A checkpoint's promise is about what its forward keeps for backward. :func:`predict_saved`
+derives that expectation without running any checkpoint: it runs the *unwrapped* model once
+with hooks that attribute every storage autograd saves to "inside a to-be-checkpointed call"
+or "outside every one", and records, per outermost to-be-checkpointed call, its tensor inputs,
+whether it will have to recompute, and (for a selective policy) the outputs of its ops.
+
+Algorithm
+    Forward pre/post hooks on the modules to checkpoint keep a depth counter; an outermost
+    call opens a :class:`Call` with its tensor inputs. A saved-tensor pack hook files each
+    saved storage under ``inside`` (depth > 0; the open call then ``recomputes``) or
+    ``outside``. A nested to-be-checkpointed call with tensor inputs also makes the open call
+    recompute (the nested checkpoint saves its inputs, through the outer one's hooks). A
+    dispatch mode files the output storages of every op run at depth > 0 by op name. The
+    model's input and parameters are never counted. A checkpoint keeps exactly ``outside``,
+    the inputs of the calls that recompute (of every call, for a promise that keeps inputs
+    "always"), and the kept ops' outputs of the calls that recompute. A call that saves
+    nothing keeps nothing: no backward node refers to its recomputation, so its inputs and
+    any cache die with the forward.
+
+Invariant: storages are told apart by identity and held alive for the whole derivation, so a
+freed storage's address reused by a later one can never merge the two (the cause of the
+"480 saved against 384 predicted" failure: an outermost call's input, freed after the call,
+shared its address with a storage saved later, and the prediction counted the two once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from refimpl.memory import measure_held
+from refimpl.strategies.modules import ModuleStack, candidate_paths
+
+__all__ = ["COMPOSABLE", "Call", "CheckpointPromise", "Prediction", "Step", "Wrapped",
+           "assert_same_step", "assert_saved_as_predicted", "in_backward", "loss",
+           "predict_saved", "run_step", "wrap_forward", "wrapped"]
+
+Storages = dict[int, torch.UntypedStorage]  # id(storage) -> storage, held alive
+
+#: ``CheckpointPromise.keeps_inputs`` values.
+KEEPS_INPUTS = ("when_recomputing", "always")
+
+
+@dataclass(frozen=True)
+class CheckpointPromise:
+    """What a checkpoint implementation promises to keep for backward (data on its adapter).
+
+    keeps_inputs    ``"when_recomputing"``: an outermost checkpointed call's tensor inputs are
+                    kept iff the call saved something (so must recompute); ``"always"``: kept
+                    for every call (e.g. the reentrant checkpoint's ``save_for_backward``).
+    kept_ops        names of aten op packets (``"mm"``) whose outputs inside a checkpointed call
+                    are kept rather than recomputed (a selective-checkpoint policy).
+    saves_bytes     False: the implementation promises no saving at all (bytes not checked).
+    nested_inputs   False: inputs nested in containers (a tuple argument) are unsupported, as
+                    documented for ``torch.utils.checkpoint(use_reentrant=True)``.
+    checks_determinism  a recomputation that saves tensors of other shapes than the forward
+                    raises ``torch.utils.checkpoint.CheckpointError`` (False: no check).
+    """
+
+    keeps_inputs: str = "when_recomputing"
+    kept_ops: frozenset[str] = frozenset()
+    saves_bytes: bool = True
+    nested_inputs: bool = True
+    checks_determinism: bool = True
+
+    def __post_init__(self) -> None:
+        if self.keeps_inputs not in KEEPS_INPUTS:
+            raise ValueError(f"keeps_inputs={self.keeps_inputs!r} is not one of {KEEPS_INPUTS}")
+
+
+#: the composable checkpoint's contract, refimpl's: keep the inputs, recompute the rest.
+COMPOSABLE = CheckpointPromise()
+
+
+def _add(table: Storages, tensors: Iterable[Any]) -> None:
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+            storage = t.untyped_storage()
+            table[id(storage)] = storage
+
+
+def _nbytes(table: Storages) -> int:
+    return sum(s.nbytes() for s in table.values())
+
+
+@dataclass
+class Call:
+    """One outermost to-be-checkpointed call of the unwrapped run."""
+
+    inputs: Storages = field(default_factory=dict)
+    op_outputs: dict[str, Storages] = field(default_factory=dict)  # op name -> storages
+    recomputes: bool = False  # something was saved inside it: a checkpoint must recompute
+
+
+@dataclass
+class Prediction:
+    """The unwrapped run's saves, attributed (module docstring); all storages held alive."""
+
+    inside: Storages = field(default_factory=dict)
+    outside: Storages = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+
+    def unwrapped_bytes(self) -> int:
+        """What the unwrapped model keeps: every saved storage, once."""
+        return _nbytes({**self.inside, **self.outside})
+
+    def kept(self, promise: CheckpointPromise) -> Storages:
+        kept = {**self.outside}
+        for call in self.calls:
+            if call.recomputes or promise.keeps_inputs == "always":
+                kept.update(call.inputs)
+            if call.recomputes:
+                for name in promise.kept_ops:
+                    kept.update(call.op_outputs.get(name, {}))
+        return kept
+
+    def expected_bytes(self, promise: CheckpointPromise) -> int:
+        """What a checkpoint keeping what ``promise`` says keeps."""
+        return _nbytes(self.kept(promise))
+
+    def strictly_drops(self, promise: CheckpointPromise) -> bool:
+        """Whether the checkpoint keeps strictly fewer bytes than the unwrapped model."""
+        return self.expected_bytes(promise) < self.unwrapped_bytes()
+
+    def _forget(self, inputs: Storages) -> None:
+        tables = [self.inside, self.outside]
+        for call in self.calls:
+            tables += [call.inputs, *call.op_outputs.values()]
+        for table in tables:
+            for key in inputs.keys() & table.keys():
+                del table[key]
+
+
+class _Attribution(TorchDispatchMode):
+    """The hooks of :func:`predict_saved`: depth, calls, saves and op outputs."""
+
+    def __init__(self, prediction: Prediction) -> None:
+        super().__init__()
+        self.prediction, self.depth = prediction, 0
+
+    def pre(self, module, args, kwargs) -> None:
+        leaves = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        if self.depth == 0:
+            self.prediction.calls.append(Call())
+            _add(self.prediction.calls[-1].inputs, leaves)
+        elif leaves:  # a nested checkpoint saves its inputs through the outer one's hooks
+            self.prediction.calls[-1].recomputes = True
+        self.depth += 1
+
+    def post(self, module, args, output) -> None:
+        self.depth -= 1
+
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        if self.depth:
+            self.prediction.calls[-1].recomputes = True
+        _add(self.prediction.inside if self.depth else self.prediction.outside, [t])
+        return t
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if self.depth:
+            outputs = self.prediction.calls[-1].op_outputs
+            _add(outputs.setdefault(func.overloadpacket.__name__, {}), tree_leaves(out))
+        return out
+
+
+def predict_saved(model: nn.Module, checkpointed: Iterable[nn.Module],
+                  run: Callable[[nn.Module, torch.Tensor], Any], x: torch.Tensor) -> Prediction:
+    """Run ``run(model, x)`` unwrapped; attribute what it saves to ``checkpointed`` calls."""
+    prediction = Prediction()
+    inputs: Storages = {}
+    _add(inputs, [x, *model.parameters(), *model.buffers()])
+    attribution = _Attribution(prediction)
+    handles = []
+    for module in {id(m): m for m in checkpointed}.values():
+        handles.append(module.register_forward_pre_hook(attribution.pre, with_kwargs=True))
+        handles.append(module.register_forward_hook(attribution.post, always_call=True))
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(attribution.pack, lambda t: t), \
+                attribution:
+            run(model, x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    prediction._forget(inputs)
+    return prediction
+
+
+def assert_saved_as_predicted(measured: int, prediction: Prediction, promise: CheckpointPromise,
+                              what: str) -> None:
+    """``measured`` (the meter's bytes) equals what ``promise`` keeps; message: both values."""
+    expected = prediction.expected_bytes(promise)
+    recomputing = sum(c.recomputes for c in prediction.calls)
+    assert measured == expected, (
+        f"{what}: keeps {measured} bytes for backward, expected {expected} (outside every "
+        f"checkpointed call {_nbytes(prediction.outside)}; {recomputing} of "
+        f"{len(prediction.calls)} outermost checkpointed calls recompute; promise {promise}; "
+        f"unwrapped {prediction.unwrapped_bytes()})")
+
+
+# -- running a stack, plain or checkpointed --------------------------------------------
+
+def loss(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model(x).square().sum()  # saves the model's output: a save outside every checkpoint
+
+
+@dataclass
+class Step:
+    """One forward+backward: bytes kept, gradients in parameter order, input grad, RNG after."""
+
+    saved: int
+    grads: list[torch.Tensor | None]
+    input_grad: torch.Tensor | None
+    rng_after: torch.Tensor
+
+
+def run_step(model: nn.Module, x: torch.Tensor, autocast: bool = False) -> Step:
+    x = x.detach().clone().requires_grad_()
+    torch.manual_seed(7)  # the same dropout masks in every run
+    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    with ctx:
+        report = measure_held(loss, model, x)
+    report.outputs.backward()
+    grads = [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+    return Step(report.bytes, grads, None if x.grad is None else x.grad.clone(),
+                torch.get_rng_state())
+
+
+@dataclass
+class Wrapped:
+    """The stack built and checkpointed; ``originals``: every candidate path's module, as
+    built (a wrapper target puts a new module in its place; hooks on these still fire)."""
+
+    model: nn.Module
+    originals: dict[str, nn.Module]
+
+
+def _replace(model: nn.Module, old: nn.Module, new: nn.Module) -> None:
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if child is old:
+                setattr(parent, name, new)
+
+
+def in_backward() -> bool:
+    """Whether a backward is running (a checkpoint's recomputation runs in one)."""
+    return torch._C._current_graph_task_id() != -1
+
+
+def wrap_forward(module: nn.Module, around: Callable[[Callable, tuple], Any]) -> None:
+    """Make ``module.forward(*args)`` call ``around(original_forward, args)``. Unlike a module
+    hook it also runs when a checkpoint recomputes by calling ``forward`` directly."""
+    original = module.forward
+    module.forward = lambda *args: around(original, args)
+
+
+def wrapped(stack: ModuleStack, apply: Callable[[nn.Module], nn.Module],
+            before: dict[str, Callable[[nn.Module], None]] | None = None) -> Wrapped:
+    """Checkpoint each path's module (deepest first); a returned wrapper takes its places.
+    ``before[path](module)`` runs first on the modules it names (e.g. :func:`wrap_forward`)."""
+    model = stack.build()
+    originals = {p: model.get_submodule(p) for p in ["", *candidate_paths(stack.layers)]}
+    for path, prepare in (before or {}).items():
+        prepare(originals[path])
+    done: set[int] = set()
+    for path in sorted(stack.checkpointed, key=lambda p: -len(p.split(".")) if p else 1):
+        module = originals[path]
+        if id(module) in done:
+            continue
+        done.add(id(module))
+        new = apply(module)
+        if new is not module and new is not None:
+            if module is model:
+                model = new
+            else:
+                _replace(model, module, new)
+    return Wrapped(model, originals)
+
+
+def assert_same_step(ref: Step, got: Step, what: str, stack: ModuleStack) -> None:
+    names = [n for n, _ in stack.build().named_parameters()]
+    assert len(ref.grads) == len(got.grads), f"{what}: {len(got.grads)} parameters, " \
+        f"expected {len(ref.grads)}"
+    for name, want, have in zip(names, ref.grads, got.grads):
+        assert (want is None) == (have is None), \
+            f"{what}: gradient of {name}: expected {want}, got {have}"
+        assert want is None or torch.equal(want, have), \
+            f"{what}: gradient of {name} differs: expected {want}, got {have}"
+    assert torch.equal(ref.input_grad, got.input_grad), \
+        f"{what}: input gradient differs: expected {ref.input_grad}, got {got.input_grad}"
