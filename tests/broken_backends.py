@@ -177,6 +177,13 @@ class ChannelsLastLeak:
         return gm
 
 
+# --- no components at all ------------------------------------------------------------------
+class NoComponents:
+    """Provides nothing: every property of every component must be skipped, none passed."""
+
+    name = "broken:no-components"
+
+
 #: broken backend -> the component whose properties must catch it.
 BROKEN = {
     OffByOneConvFlops: "flops",

@@ -36,9 +36,23 @@ def test_always(refimpl_backend, x):
 '''
 
 
-def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def _run(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "refimpl", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def write_suite(folder: Path, name: str, text: str) -> Path:
+    """A property file ``name`` in ``folder`` (created), from dedented ``text``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(textwrap.dedent(text))
+    return folder
+
+
+def report_of(out: Path) -> dict[str, dict]:
+    """report.json's properties by test name."""
+    rows = json.loads((out / "report.json").read_text())["properties"]
+    return {p["nodeid"].split("::")[-1]: p for p in rows}
 
 
 @pytest.fixture

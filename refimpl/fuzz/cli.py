@@ -1,19 +1,35 @@
-"""``refimpl fuzz``: every property of the chosen components, against the chosen backend."""
+"""``refimpl fuzz``: every target property of the chosen components, against the chosen backend.
+
+Exit status: 0 no property failed; 1 a property failed; 2 bad arguments or unusable
+infrastructure (--target that cannot load, --database unreachable, --out or --junitxml
+unusable), always with one line naming the option, and always before any property runs;
+128 + N when signal N (SIGINT: 130, SIGTERM: 143) stopped the campaign, after writing the
+report of what ran.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from pathlib import Path
 
-from refimpl.fuzz.options import COMPONENTS, FuzzOptions
+from refimpl.fuzz.options import COMPONENTS, DEFAULT_TIMEOUT, ENGINES, FuzzOptions
 from refimpl.testing.profiles import PROFILES
 
-HELP = "run the property suite against a backend; write reproducers for what fails"
+HELP = "run the target properties against a backend; write reproducers for what fails"
+
+
+class UsageError(Exception):
+    """A bad argument or unusable infrastructure: exit 2 with ``option: message``."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(f"{option}: {message}")
 
 
 def _components(text: str) -> tuple[str, ...]:
-    names = tuple(c.strip() for c in text.split(",") if c.strip())
+    names = tuple(dict.fromkeys(c.strip() for c in text.split(",") if c.strip()))  # dedupe
     bad = [c for c in names if c not in COMPONENTS]
     if bad or not names:
         raise argparse.ArgumentTypeError(f"unknown component(s) {', '.join(bad) or '(none)'}; "
@@ -23,28 +39,45 @@ def _components(text: str) -> tuple[str, ...]:
 
 def _positive(kind):
     def parse(text: str):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
         return value
     return parse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from refimpl.oracle import builtin_target_names
+
     parser.add_argument("--target", default="refimpl",
-                        help="refimpl, torch, or package.module:attribute (default: refimpl)")
+                        help=f"{', '.join(builtin_target_names())}, or package.module:attribute "
+                             "(default: refimpl)")
     parser.add_argument("--component", type=_components, default=COMPONENTS,
                         help=f"comma-separated subset of {','.join(COMPONENTS)} (default: all)")
     bound = parser.add_mutually_exclusive_group()
     bound.add_argument("--max-examples", type=_positive(int), default=None,
                        help="examples per property (default: 10)")
     bound.add_argument("--minutes", type=_positive(float), default=None,
-                       help="repeat rounds with fresh seeds until this much time has passed")
+                       help="repeat rounds until this much time has passed (the round in "
+                            "progress is stopped on time)")
+    parser.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT,
+                        help="seconds one example may run before it fails as 'timed out' "
+                             f"(default: {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--seed", type=int, default=None,
                         help="fix Hypothesis's seed for repeatable rounds (Hypothesis then "
                              "neither reads nor writes the example database)")
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"),
-                        help="folder for report.json, reproducers/ and logs (default: fuzz-out)")
+                        help="folder for report.json, reproducers/ and logs/ (default: fuzz-out)")
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="reuse a non-empty --out, keeping its example database")
+    again.add_argument("--force", action="store_true",
+                       help="replace an earlier campaign's --out, database included")
+    parser.add_argument("--junitxml", type=Path, default=None,
+                        help="also write JUnit XML here (for CI systems)")
     parser.add_argument("--jobs", type=_positive(int), default=1,
                         help="components run side by side in worker processes (default: 1)")
     parser.add_argument("--database", default=None,
@@ -57,35 +90,77 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="report failures unshrunk (faster; larger reproducers)")
     parser.add_argument("--properties", type=Path, default=None,
                         help="the property suite's folder (default: properties/ of the source)")
+    parser.add_argument("--engine", choices=ENGINES, default="runner",
+                        help="runner (default; bounded runs) or hypofuzz (long campaigns on "
+                             "many machines; pip install 'refimpl[hypofuzz]', see its licence)")
+
+
+def _options(args: argparse.Namespace) -> FuzzOptions:
+    return FuzzOptions(
+        target=args.target, components=args.component, seed=args.seed,
+        max_examples=None if args.minutes else (args.max_examples or 10), minutes=args.minutes,
+        out=args.out, jobs=args.jobs, database=args.database, properties=args.properties,
+        profile=args.profile, fail_fast=args.fail_fast, shrink=args.shrink,
+        timeout=args.timeout, junitxml=args.junitxml, resume=args.resume, force=args.force,
+        engine=args.engine)
+
+
+def preflight(opts: FuzzOptions):
+    """Check everything a campaign needs before any property runs; returns the backend.
+    Raises :class:`UsageError` naming the option at fault."""
+    from refimpl.fuzz.database import DatabaseError, check_database
+    from refimpl.fuzz.outdir import OutError, check_out, check_writable_folder
+    from refimpl.fuzz.suite import component_files, default_properties_dir
+    from refimpl.oracle import load_backend
+
+    if opts.engine == "hypofuzz":
+        from refimpl.fuzz.hypofuzz import check_installed
+
+        if opts.minutes is None:
+            raise UsageError("--minutes", "--engine hypofuzz runs until stopped: give --minutes")
+        try:
+            check_installed()
+        except ImportError as exc:
+            raise UsageError("--engine", str(exc)) from None
+    try:
+        component_files(opts.properties or default_properties_dir(), opts.components[0])
+    except FileNotFoundError as exc:
+        raise UsageError("--properties", str(exc)) from None
+    try:
+        backend = load_backend(opts.target)
+    except Exception as exc:  # any failure to import or construct the target
+        raise UsageError("--target", f"{type(exc).__name__}: {exc}") from None
+    try:
+        check_out(opts.out, resume=opts.resume, force=opts.force)
+    except OutError as exc:
+        raise UsageError("--out", str(exc)) from None
+    if opts.junitxml is not None:
+        if opts.junitxml.is_dir():
+            raise UsageError("--junitxml", f"{opts.junitxml} is a folder; name a file")
+        try:
+            check_writable_folder(opts.junitxml.parent)
+        except OSError as exc:
+            raise UsageError("--junitxml", str(exc)) from None
+    if opts.database is not None:
+        try:
+            check_database(opts.database)
+        except DatabaseError as exc:
+            raise UsageError("--database", str(exc)) from None
+    return backend
 
 
 def run(args: argparse.Namespace) -> int:
-    from refimpl.fuzz.report import summary_table, write_json, write_reproducers
-    from refimpl.fuzz.runner import run_campaign
-    from refimpl.fuzz.suite import default_properties_dir
-    from refimpl.oracle import BackendError, describe, load_backend
+    sys.path.insert(0, os.getcwd())  # a target module in the current folder is found
+    try:
+        opts = _options(args)
+        backend = preflight(opts)
+    except (UsageError, ValueError) as exc:
+        print(f"refimpl fuzz: {exc}", file=sys.stderr)
+        return 2
+    if opts.engine == "hypofuzz":
+        from refimpl.fuzz.hypofuzz import run_hypofuzz
 
-    max_examples = args.max_examples if args.minutes is None else None
-    opts = FuzzOptions(target=args.target, components=args.component, seed=args.seed,
-                       max_examples=max_examples or (None if args.minutes else 10),
-                       minutes=args.minutes, out=args.out, jobs=args.jobs,
-                       database=args.database, properties=args.properties,
-                       profile=args.profile, fail_fast=args.fail_fast, shrink=args.shrink)
-    try:
-        header = describe(load_backend(opts.target))
-    except BackendError as exc:
-        print(f"refimpl fuzz: --target: {exc}", file=sys.stderr)
-        return 2
-    print(f"refimpl fuzz: target {header}", flush=True)
-    try:
-        results = run_campaign(opts)
-    except FileNotFoundError as exc:
-        print(f"refimpl fuzz: --properties: {exc}", file=sys.stderr)
-        return 2
-    properties = opts.properties or default_properties_dir()
-    reproducers = write_reproducers(results, opts, properties)
-    report = write_json(results, reproducers, opts, header)
-    print(f"\ntarget: {header}\n{summary_table(results)}\n\nreport: {report}")
-    for nodeid, path in reproducers.items():
-        print(f"reproducer for {nodeid}: python {path}")
-    return 1 if any(r.outcome == "failed" for r in results) else 0
+        return run_hypofuzz(opts, backend)
+    from refimpl.fuzz.campaign import run_and_report
+
+    return run_and_report(opts, backend)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from refimpl.oracle.backend import COMPONENTS as _COMPONENT_METHODS
 from refimpl.testing.profiles import PROFILES
 
-COMPONENTS = ("flops", "cse", "partition", "checkpoint", "layout")
+#: the components a campaign can run, in the order they run (the oracle's list).
+COMPONENTS = tuple(_COMPONENT_METHODS)
+ENGINES = ("runner", "hypofuzz")
+DEFAULT_TIMEOUT = 120.0  # seconds one example may run (a cold inductor compile fits)
 
 
 @dataclass(frozen=True)
@@ -15,8 +20,8 @@ class FuzzOptions:
     """What to fuzz, against what, for how long, and where to write what is found.
 
     Exactly one of ``max_examples`` and ``minutes`` bounds the campaign: ``max_examples`` is
-    the number of examples per property; ``minutes`` repeats rounds
-    until that wall time has passed.
+    the number of examples per property; ``minutes`` repeats rounds until that wall time has
+    passed, stopping the round in progress when it does. ``timeout`` bounds one example.
     """
 
     target: str = "refimpl"
@@ -31,19 +36,32 @@ class FuzzOptions:
     profile: str = "fuzz"  # the Hypothesis profile the bounds apply to (dev, ci, fuzz)
     fail_fast: bool = False  # stop a component at its first failing property
     shrink: bool = True  # shrink failures to a minimal example (off: faster, larger examples)
+    timeout: float = DEFAULT_TIMEOUT  # seconds per example; the worker watchdog allows more
+    junitxml: Path | None = None  # JUnit XML beside report.json, for CI systems
+    resume: bool = False  # keep --out's example database (its failures replay first)
+    force: bool = False  # replace an earlier campaign's --out entirely
+    engine: str = "runner"  # runner (this package's workers) or hypofuzz
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.components if c not in COMPONENTS]
         if unknown or not self.components:
             raise ValueError(f"components={list(self.components)}: each must be one of "
                              f"{', '.join(COMPONENTS)}")
+        if len(set(self.components)) != len(self.components):
+            raise ValueError(f"components={list(self.components)}: each at most once")
         if (self.max_examples is None) == (self.minutes is None):
             raise ValueError("give exactly one of max_examples and minutes")
         if self.max_examples is not None and self.max_examples < 1:
             raise ValueError(f"max_examples={self.max_examples} must be at least 1")
-        if self.minutes is not None and self.minutes <= 0:
-            raise ValueError(f"minutes={self.minutes} must be positive")
+        for name in ("minutes", "timeout"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name}={value} must be a positive finite number")
         if self.profile not in PROFILES:
             raise ValueError(f"profile={self.profile!r} is not one of {', '.join(PROFILES)}")
         if self.jobs < 1:
             raise ValueError(f"jobs={self.jobs} must be at least 1")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine={self.engine!r} is not one of {', '.join(ENGINES)}")
+        if self.resume and self.force:
+            raise ValueError("give at most one of resume and force")

@@ -1,31 +1,35 @@
 """Replay one failing example outside pytest: what every reproducer file calls.
 
 Algorithm
-    1. Import the property's file from the property suite folder and take the undecorated
-       test function (Hypothesis's ``inner_test``).
-    2. Rebuild the keyword arguments from the call Hypothesis printed, evaluating it in a
-       namespace that resolves names from the property's module, ``refimpl.strategies``,
-       ``torch`` and ``math``; fixture values printed as ``<... object at 0x...>`` are
-       replaced by the fixture itself (``refimpl_backend`` = the target backend).
-    3. Call it. An exception means the failure reproduces (exit status 1); a return means it
-       no longer does (0); a property suite that cannot be loaded is exit status 2. If the
-       printed call cannot be evaluated (an object without a Python-literal repr), fall back
-       to re-running the property under pytest with the campaign's example database, which
-       replays the stored failing example first.
+    1. Put the campaign's working folder on ``sys.path`` (a target module living there is
+       found), import the property's file from the property suite folder with pytest's
+       assertion rewriting (a bare ``assert a == b`` then says what ``a`` and ``b`` were), and
+       take the undecorated test function (Hypothesis's ``inner_test``).
+    2. Load the target. A property suite or a target that cannot be loaded is exit status 2:
+       nothing was reproduced either way.
+    3. Rebuild the arguments: from the pickled arguments the campaign saved (tensors and
+       modules included), else by evaluating the printed call in a namespace that resolves
+       names from the property's module, ``refimpl.strategies``, ``torch`` and ``math``
+       (fixture values printed as ``<... object at 0x...>`` become the fixture itself), else
+       by re-running the property under pytest with the campaign's example database.
+    4. Call it under the campaign's per-example time limit. An exception (a timeout too) means
+       the failure reproduces: exit status 1, after printing the expected and the observed
+       value (this run's assertion message, and the one the campaign recorded). A return
+       means it no longer does: 0.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import math
 import os
 import re
+import signal
 import sys
 import traceback
 from pathlib import Path
-
-import torch
 
 _OPAQUE = re.compile(r"^(\s*)(\w+)=<[^\n]*object at 0x[0-9a-f]+>,?$", re.MULTILINE)
 
@@ -37,6 +41,8 @@ class _Names(dict):
         super().__init__(vars(module))
 
     def __missing__(self, name: str):
+        import torch
+
         import refimpl.strategies
 
         for source in (refimpl.strategies, torch, math):
@@ -47,6 +53,18 @@ class _Names(dict):
         raise KeyError(name)  # lets eval go on to the builtins
 
 
+def _exec_with_rewritten_asserts(module, path: Path) -> None:
+    source = path.read_bytes()
+    tree = ast.parse(source, filename=str(path))
+    try:
+        from _pytest.assertion.rewrite import rewrite_asserts
+
+        rewrite_asserts(tree, source, str(path), None)
+    except Exception:  # pytest missing or changed: plain asserts still reproduce
+        tree = ast.parse(source, filename=str(path))
+    exec(compile(tree, str(path), "exec"), vars(module))
+
+
 def _load(properties: Path, nodeid: str):
     file_part, _, test_name = nodeid.partition("::")
     path = properties / Path(file_part).name
@@ -54,7 +72,7 @@ def _load(properties: Path, nodeid: str):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = module  # dataclasses defined in it look their module up here
-    spec.loader.exec_module(module)
+    _exec_with_rewritten_asserts(module, path)
     test = getattr(module, test_name.split("[")[0])
     return module, getattr(getattr(test, "hypothesis", None), "inner_test", test)
 
@@ -79,26 +97,66 @@ def _pytest_fallback(properties: Path, nodeid: str, target: str, database: str) 
                             "--refimpl-target", target]))
 
 
-def replay(*, properties: str, nodeid: str, target: str, call: str, database: str) -> int:
-    """Re-run one failing example; 1 if it still fails, 0 if it passes now."""
-    from refimpl.oracle import load_backend
+def _rebuild(call: str, module, backend, arguments: str | None) -> dict:
+    fixtures = {"refimpl_backend": backend}
+    if arguments and Path(arguments).exists():
+        from refimpl.fuzz.examples import load_arguments
 
+        return {**load_arguments(Path(arguments)), **fixtures}
+    return build_kwargs(call, module, fixtures)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _call(inner, kwargs: dict, timeout: float | None) -> None:
+    def alarm(signum, frame):
+        raise _Timeout(f"timed out: the example ran longer than {timeout:g}s")
+
+    if timeout:
+        signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        inner(**kwargs)
+    finally:
+        if timeout:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def replay(*, properties: str, nodeid: str, target: str, call: str, database: str,
+           arguments: str | None = None, recorded: str = "", timeout: float | None = None,
+           cwd: str | None = None) -> int:
+    """Re-run one failing example; 1 if it still fails, 0 if it passes now, 2 if the
+    property suite or the target cannot be loaded."""
+    if cwd:
+        sys.path.insert(0, cwd)
     try:
         module, inner = _load(Path(properties), nodeid)
     except Exception:  # the property suite itself did not load: not a reproduction
         traceback.print_exc()
         print(f"\ncould not load {nodeid} from {properties}")
         return 2
+    from refimpl.oracle import load_backend
+
     try:
-        kwargs = build_kwargs(call, module, {"refimpl_backend": load_backend(target)})
+        backend = load_backend(target)
+    except Exception as exc:  # ImportError, a constructor that raises, MissingExtra, ...
+        print(f"could not load target {target!r}: {type(exc).__name__}: {exc}")
+        return 2
+    try:
+        kwargs = _rebuild(call, module, backend, arguments)
     except Exception as exc:  # the printed example is not valid Python: replay via pytest
         print(f"cannot rebuild the example directly ({exc!r}); replaying through pytest")
         return _pytest_fallback(Path(properties), nodeid, target, database)
     try:
-        inner(**kwargs)
-    except Exception:
+        _call(inner, kwargs, timeout)
+    except Exception as exc:
         traceback.print_exc()
         print(f"\nREPRODUCED: {nodeid} fails against {target}")
+        print(f"expected vs observed (this run): {type(exc).__name__}: {exc}")
+        if recorded:
+            print(f"expected vs observed (the campaign): {recorded}")
         return 1
     print(f"not reproduced: {nodeid} passes against {target}")
     return 0

@@ -1,4 +1,9 @@
-"""What a campaign leaves behind: the summary table, report.json and one reproducer per failure."""
+"""What a campaign leaves behind: the summary table, report.json and one reproducer per failure.
+
+Reach: the share of a property's examples whose ``reach`` event (:mod:`refimpl.testing.reach`)
+said "reached". A target property that ran examples and recorded no reach event at all is a
+harness defect (it cannot say whether it tested anything) and is flagged as one.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,11 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from refimpl.fuzz.examples import examples_file
 from refimpl.fuzz.options import FuzzOptions
-from refimpl.fuzz.runner import PropertyResult
+from refimpl.fuzz.worker import PropertyResult
+
+HARNESS_DEFECT = "harness defect: records no reach event"
 
 REPRODUCER = '''"""Reproducer written by `refimpl fuzz`.
 
@@ -20,8 +28,8 @@ target:   {target}
 failure (expected vs observed):
 {message}
 
-Run `python {filename}`: it exits 1 while the failure reproduces, 0 once it is fixed
-(2 if the property suite cannot be loaded).
+Run `python {filename}`: it exits 1 while the failure reproduces, 0 once it is fixed,
+2 if the property suite or the target cannot be loaded.
 """
 
 import sys
@@ -32,15 +40,42 @@ from refimpl.fuzz.replay import replay
 CALL = {call!r}
 
 sys.exit(replay(properties={properties!r}, nodeid={nodeid!r}, target={target!r},
-                call=CALL, database={database!r}))
+                call=CALL, database={database!r}, arguments={arguments!r},
+                recorded={message!r}, timeout={timeout!r}, cwd={cwd!r}))
 '''
 
 
+def reach_share(r: PropertyResult) -> float | None:
+    """reached / examples, or None where the property recorded no reach event."""
+    return r.reached / r.examples if r.reach_recorded and r.examples else None
+
+
+def harness_defect(r: PropertyResult) -> bool:
+    """A property that ran examples and recorded no reach event."""
+    return r.examples > 0 and r.reach_recorded == 0
+
+
+def _note(r: PropertyResult) -> str:
+    if r.outcome in ("skipped", "not run"):
+        return r.reason
+    if r.timed_out:
+        return "timed out"
+    return HARNESS_DEFECT if harness_defect(r) else ""
+
+
 def summary_table(results: Sequence[PropertyResult]) -> str:
-    rows = [(r.nodeid, r.examples, f"{r.seconds:.1f}", 1 if r.outcome == "failed" else 0,
-             r.reason if r.outcome == "skipped" else "") for r in results]
-    return tabulate(rows, headers=("property", "examples", "seconds", "failures",
-                                   "skipped because"))
+    rows = []
+    for r in results:
+        share = reach_share(r)
+        rows.append((r.nodeid, r.outcome, r.examples, 1 if r.outcome == "failed" else 0,
+                     "n/a" if share is None else f"{share:.0%}", f"{r.seconds:.1f}", _note(r)))
+    table = tabulate(rows, headers=("property", "outcome", "examples", "failures", "reach",
+                                    "seconds", "note"))
+    counts = {o: sum(r.outcome == o for r in results)
+              for o in ("passed", "failed", "skipped", "interrupted", "not run")}
+    defects = sum(harness_defect(r) for r in results)
+    tail = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+    return f"{table}\n\n{tail}" + (f"; {defects} harness defect(s)" if defects else "")
 
 
 def _filename(result: PropertyResult) -> str:
@@ -49,8 +84,8 @@ def _filename(result: PropertyResult) -> str:
 
 
 def write_reproducers(results: Sequence[PropertyResult], opts: FuzzOptions,
-                      properties: Path) -> dict[str, str]:
-    """One runnable file per failed property; returns nodeid -> path."""
+                      properties: Path, cwd: Path) -> dict[str, str]:
+    """One runnable file per failed property with an example; returns nodeid -> path."""
     folder = opts.out / "reproducers"
     folder.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -58,20 +93,31 @@ def write_reproducers(results: Sequence[PropertyResult], opts: FuzzOptions,
         if r.outcome != "failed" or r.example is None:
             continue
         path = folder / _filename(r)
+        saved = examples_file(opts.out / "examples", r.nodeid)
         path.write_text(REPRODUCER.format(
             nodeid=r.nodeid, target=opts.target, message=r.message.strip() or "(no message)",
             filename=path.name, call=r.example, properties=str(properties.resolve()),
-            database=opts.database or str((opts.out / "hypothesis-db").resolve())))
+            database=opts.database or str((opts.out / "hypothesis-db").resolve()),
+            arguments=str(saved.resolve()) if saved.exists() else None,
+            timeout=opts.timeout, cwd=str(cwd)))
         written[r.nodeid] = str(path)
     return written
 
 
 def write_json(results: Sequence[PropertyResult], reproducers: dict[str, str],
-               opts: FuzzOptions, header: str) -> Path:
+               opts: FuzzOptions, header: str, stopped_by: int | None) -> Path:
     path = opts.out / "report.json"
+    rows = [dict(asdict(r), reach=reach_share(r), harness_defect=harness_defect(r),
+                 reproducer=reproducers.get(r.nodeid)) for r in results]
     path.write_text(json.dumps({
         "target": header,
-        "properties": [dict(asdict(r), reproducer=reproducers.get(r.nodeid)) for r in results],
+        "options": {"components": list(opts.components), "max_examples": opts.max_examples,
+                    "minutes": opts.minutes, "profile": opts.profile, "timeout": opts.timeout,
+                    "seed": opts.seed},
+        "stopped_by_signal": stopped_by,
+        "properties": rows,
         "failed": sum(r.outcome == "failed" for r in results),
+        "not_run": sum(r.outcome == "not run" for r in results),
+        "harness_defects": sum(harness_defect(r) for r in results),
     }, indent=2))
     return path

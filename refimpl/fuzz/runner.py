@@ -1,21 +1,27 @@
-"""Run the chosen components' properties in pytest worker processes and gather the results.
+"""Run the chosen components' properties in pytest workers and gather the results.
 
 Algorithm
-    For each round (one round for ``--max-examples``; as many as fit for ``--minutes``), start
-    one ``python -m pytest`` worker per component, at most ``jobs`` at a time, each streaming
-    events (:mod:`refimpl.fuzz.events`) to its own file. The parent polls those files to drive
-    one progress bar per component, then folds every round's results into one
-    :class:`PropertyResult` per property: examples add up, and a property failed if it failed
-    in any round (the first failure's shrunk example is kept).
+    For each round (one for ``--max-examples``; as many as fit for ``--minutes``, round ``r``
+    running up to ``10 * 2**r`` examples per property so that every property runs early and
+    later rounds go deeper), start one worker per component (:mod:`refimpl.fuzz.worker`), at
+    most ``jobs`` at a time. The parent polls their event files to drive one progress bar per
+    component, and between polls
 
-Each worker is a fresh process, so torch's and dynamo's caches never leak between components.
+    - kills a worker that shows no progress for ``2 * timeout + 10`` seconds (the watchdog;
+      a worker still starting up gets at least 300 s);
+    - on SIGINT/SIGTERM, or when ``--minutes`` runs out (mid-round too), stops every worker
+      (SIGTERM to its process group; SIGKILL after a grace period) and starts nothing more.
+
+    Finally it folds every round's results into one :class:`PropertyResult` per property:
+    examples and reach add up; a property failed if it failed in any round (the first
+    failure's example is kept); passed if it completed a round; else what it last was.
+
+Invariant: every property a worker collected appears in the result, run or "not run".
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
+import signal
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -25,81 +31,119 @@ from tqdm import tqdm
 
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.suite import component_files, default_properties_dir
+from refimpl.fuzz.worker import (
+    STOP_GRACE_SECONDS,
+    PropertyResult,
+    Worker,
+    collect_results,
+    read_events,
+    start_worker,
+)
+
+__all__ = ["CampaignResult", "PropertyResult", "run_campaign"]
+
+STARTUP_SECONDS = 300.0  # a worker's imports and collection, before its first event
+
+_RANK = {"failed": 4, "passed": 3, "interrupted": 2, "skipped": 1, "not run": 0}
 
 
 @dataclass(frozen=True)
-class PropertyResult:
-    """One property's fate over the whole campaign."""
+class CampaignResult:
+    """The results, and the signal that stopped the campaign early (None: it ran out)."""
 
-    component: str
-    nodeid: str
-    outcome: str  # passed | failed | skipped
-    examples: int
-    seconds: float = 0.0  # time spent running the property
-    reason: str = ""  # why it was skipped
-    message: str = ""  # the assertion that failed: expected and observed
-    example: str | None = None  # the shrunk failing call, as Hypothesis printed it
+    results: list[PropertyResult]
+    stopped_by: int | None = None
 
 
-def _worker(opts: FuzzOptions, component: str, files: list[Path], seed: int | None,
-            events: Path) -> subprocess.Popen:
-    settings = {"database": opts.database or str(opts.out / "hypothesis-db")}
-    if opts.max_examples is not None:
-        settings["max_examples"] = opts.max_examples
-    if not opts.shrink:
-        settings["phases"] = ["explicit", "reuse", "generate", "target"]
-    env = dict(os.environ, HYPOTHESIS_PROFILE=opts.profile, REFIMPL_FUZZ_EVENTS=str(events),
-               REFIMPL_FUZZ_SETTINGS=json.dumps(settings), REFIMPL_TARGET=opts.target)
-    cmd = [sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", "refimpl.fuzz.events",
-           "-p", "no:cacheprovider", "--refimpl-target", opts.target, "-o", "addopts=",
-           "--rootdir", str(files[0].parent.parent)]
-    if seed is not None:
-        cmd.append(f"--hypothesis-seed={seed}")
-    if opts.fail_fast:
-        cmd.append("--exitfirst")
-    log = (opts.out / f"{component}.log").open("a")
-    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+class _Campaign:
+    """The parent's loop: workers, rounds, the deadline, signals and the watchdog."""
 
+    def __init__(self, opts: FuzzOptions, skips: dict[str, str]) -> None:
+        self.opts = opts
+        self.skips = skips
+        properties = opts.properties or default_properties_dir()
+        self.suite = {c: component_files(properties, c) for c in opts.components}
+        self.deadline = time.monotonic() + 60 * opts.minutes if opts.minutes else None
+        self.stall_limit = 2 * opts.timeout + 10
+        self.stopped_by: int | None = None
+        self.stopping = False
 
-def _read_events(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    def _on_signal(self, signum, frame) -> None:
+        self.stopped_by = self.stopped_by or signum
 
+    def _should_stop(self) -> bool:
+        timed_out = self.deadline is not None and time.monotonic() >= self.deadline
+        return self.stopped_by is not None or timed_out
 
-def _run_round(opts: FuzzOptions, suite: dict[str, list[Path]], seed: int | None,
-               round_no: int) -> list[PropertyResult]:
-    pending = [c for c in opts.components if suite[c]]
-    running: dict[str, tuple[subprocess.Popen, Path, tqdm]] = {}
-    results: list[PropertyResult] = []
-    while pending or running:
-        while pending and len(running) < opts.jobs:
-            comp = pending.pop(0)
-            events = opts.out / f"events-{comp}-{round_no}.jsonl"
-            events.unlink(missing_ok=True)
-            bar = tqdm(desc=f"{comp:<10}", unit="prop", position=len(running), leave=True,
-                       file=sys.stderr, disable=None)  # disable=None: no bar off a terminal
-            running[comp] = (_worker(opts, comp, suite[comp], seed, events), events, bar)
-        time.sleep(0.2)
-        for comp, (proc, events, bar) in list(running.items()):
-            stream = _read_events(events)
-            done = [e for e in stream if e["event"] == "result"]
-            bar.total = next((e["count"] for e in stream if e["event"] == "collected"), None)
-            bar.n = len(done)
-            bar.refresh()
-            if proc.poll() is not None:
+    def _max_examples(self, round_no: int) -> int | None:
+        if self.opts.max_examples is not None:
+            return self.opts.max_examples
+        return 10 * 2 ** min(round_no, 10)  # capped by nothing else: --minutes bounds time
+
+    def _start(self, comp: str, round_no: int) -> Worker:
+        seed = None if self.opts.seed is None else self.opts.seed + round_no
+        return start_worker(self.opts, comp, self.suite[comp], seed, round_no,
+                            self._max_examples(round_no), self.skips.get(comp))
+
+    def _watch(self, worker: Worker, bar: tqdm) -> None:
+        stream = read_events(worker.events)
+        collected = next((e["nodeids"] for e in stream if e["event"] == "collected"), None)
+        bar.total = len(collected) if collected is not None else None
+        bar.n = sum(e["event"] == "result" for e in stream)
+        bar.refresh()
+        now = time.monotonic()
+        if self.stopping and worker.killed_by and now - self.stop_time > STOP_GRACE_SECONDS:
+            worker.kill("stop")
+        elif not self.stopping and now - worker.last_activity() > self._stall_limit(worker):
+            worker.kill("watchdog")
+
+    def _stall_limit(self, worker: Worker) -> float:
+        """No progress for this long means stuck; starting up (imports, collection) may take
+        longer than an example: it gets at least STARTUP_SECONDS."""
+        started = worker.events.exists()
+        return self.stall_limit if started else max(self.stall_limit, STARTUP_SECONDS)
+
+    def _stop_all(self, running: dict[str, tuple[Worker, tqdm]]) -> None:
+        if not self.stopping:
+            self.stopping, self.stop_time = True, time.monotonic()
+        for worker, _ in running.values():
+            if not worker.killed_by:
+                worker.stop("stop")
+
+    def run_round(self, round_no: int) -> list[PropertyResult]:
+        pending = [c for c in self.opts.components if self.suite[c]]
+        running: dict[str, tuple[Worker, tqdm]] = {}
+        results: list[PropertyResult] = []
+        while pending or running:
+            if self._should_stop():
+                self._stop_all(running)
+                pending = []
+            while pending and len(running) < self.opts.jobs:
+                comp = pending.pop(0)
+                bar = tqdm(desc=f"{comp:<10}", unit="prop", position=len(running),
+                           leave=True, file=sys.stderr, disable=None)  # None: off a terminal
+                running[comp] = (self._start(comp, round_no), bar)
+            time.sleep(0.2)
+            for comp, (worker, bar) in list(running.items()):
+                self._watch(worker, bar)
+                if worker.proc.poll() is None:
+                    continue
                 bar.close()
-                failed = sum(e["outcome"] == "failed" for e in done)
+                done = collect_results(worker)
+                failed = sum(r.outcome == "failed" for r in done)
                 print(f"{comp}: {len(done)} properties, {failed} failed", flush=True)
-                results += [PropertyResult(comp, e["nodeid"], e["outcome"], e["examples"],
-                                           e["seconds"], e["reason"], e["message"], e["example"])
-                            for e in done]
-                if proc.returncode not in (0, 1, 5):  # 5: no property collected
-                    results.append(PropertyResult(
-                        comp, f"{comp} (worker)", "failed", 0,
-                        message=f"pytest worker exited {proc.returncode}; see {comp}.log"))
+                results += done
                 del running[comp]
-    return results
+        return results
+
+    def run(self) -> list[PropertyResult]:
+        rounds, round_no = [], 0
+        while not self._should_stop() or round_no == 0:
+            rounds.append(self.run_round(round_no))
+            round_no += 1
+            if self.deadline is None or self.stopping:
+                break
+        return _fold(rounds)
 
 
 def _fold(rounds: list[list[PropertyResult]]) -> list[PropertyResult]:
@@ -108,29 +152,38 @@ def _fold(rounds: list[list[PropertyResult]]) -> list[PropertyResult]:
         old = merged.get(result.nodeid)
         if old is None:
             merged[result.nodeid] = result
-        elif old.outcome == "failed":
-            merged[result.nodeid] = replace(old, examples=old.examples + result.examples,
-                                            seconds=old.seconds + result.seconds)
-        else:
-            merged[result.nodeid] = replace(result, examples=old.examples + result.examples,
-                                            seconds=old.seconds + result.seconds)
+            continue
+        keep = old if _RANK[old.outcome] >= _RANK[result.outcome] else result
+        if old.outcome == "failed":
+            keep = old  # the first failure's example and message
+        merged[result.nodeid] = replace(
+            keep, examples=old.examples + result.examples, seconds=old.seconds + result.seconds,
+            reach_recorded=old.reach_recorded + result.reach_recorded,
+            reached=old.reached + result.reached)
     return list(merged.values())
 
 
-def run_campaign(opts: FuzzOptions) -> list[PropertyResult]:
-    """Run the campaign that ``opts`` describes; one result per property."""
+def missing_components(opts: FuzzOptions, properties: Path) -> list[PropertyResult]:
+    """A skipped row for each chosen component with no property files."""
+    return [PropertyResult(c, f"{c} (component)", "skipped", 0,
+                           reason=f"no property files test_{c}*.py in {properties}")
+            for c in opts.components if not component_files(properties, c)]
+
+
+def run_campaign(opts: FuzzOptions, skips: dict[str, str] | None = None) -> CampaignResult:
+    """Run the campaign ``opts`` describes into the (already clean) ``opts.out``.
+
+    ``skips``: component -> the reason every property of it is skipped (the target lacks it).
+    SIGINT and SIGTERM stop the workers and end the campaign with what ran.
+    """
     properties = opts.properties or default_properties_dir()
-    suite = {c: component_files(properties, c) for c in opts.components}
-    opts.out.mkdir(parents=True, exist_ok=True)
-    missing = [PropertyResult(c, f"{c} (component)", "skipped", 0,
-                              reason=f"no property files test_{c}*.py in {properties}")
-               for c in opts.components if not suite[c]]
-    deadline = time.monotonic() + 60 * opts.minutes if opts.minutes else None
-    rounds, round_no = [], 0
-    while True:
-        seed = None if opts.seed is None else opts.seed + round_no
-        rounds.append(_run_round(opts, suite, seed, round_no))
-        round_no += 1
-        if deadline is None or time.monotonic() >= deadline:
-            break
-    return missing + _fold(rounds)
+    for sub in ("events", "logs", "examples", "reproducers"):
+        (opts.out / sub).mkdir(parents=True, exist_ok=True)
+    campaign = _Campaign(opts, skips or {})
+    previous = {s: signal.signal(s, campaign._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        results = missing_components(opts, properties) + campaign.run()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return CampaignResult(results, campaign.stopped_by)

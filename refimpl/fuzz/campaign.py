@@ -1,0 +1,58 @@
+"""One campaign with the plain runner, from a checked set of options to the exit status.
+
+Steps: clean --out (:mod:`.outdir`); mark every component the target lacks as skipped with
+the target's reason (its properties are collected and skipped, never run, never passed); run
+(:mod:`.runner`); write the reproducers, report.json, the JUnit XML and the summary, also when
+a signal stopped the campaign.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from refimpl.fuzz.options import FuzzOptions
+
+
+def component_skips(backend: Any, components: tuple[str, ...]) -> dict[str, str]:
+    """component -> why all its properties are skipped, for each component ``backend`` lacks."""
+    from refimpl.oracle.backend import COMPONENTS, skip_reason
+
+    return {c: f"backend {backend.name!r} has no {COMPONENTS[c]}: "
+               f"{skip_reason(backend, COMPONENTS[c])}"
+            for c in components if getattr(backend, COMPONENTS[c], None) is None}
+
+
+def exit_status(results, stopped_by: int | None) -> int:
+    """128 + the signal that stopped the campaign, else 1 if a property failed, else 0."""
+    if stopped_by:
+        return 128 + stopped_by
+    return 1 if any(r.outcome == "failed" for r in results) else 0
+
+
+def run_and_report(opts: FuzzOptions, backend: Any) -> int:
+    from refimpl.fuzz.junit import write_junit
+    from refimpl.fuzz.outdir import clean_out
+    from refimpl.fuzz.report import summary_table, write_json, write_reproducers
+    from refimpl.fuzz.runner import run_campaign
+    from refimpl.fuzz.suite import default_properties_dir
+    from refimpl.oracle import describe
+
+    header = describe(backend)
+    clean_out(opts.out, resume=opts.resume)
+    print(f"refimpl fuzz: target {header}", flush=True)
+    campaign = run_campaign(opts, component_skips(backend, opts.components))
+    results = campaign.results
+    properties = opts.properties or default_properties_dir()
+    reproducers = write_reproducers(results, opts, properties, Path(os.getcwd()))
+    report = write_json(results, reproducers, opts, header, campaign.stopped_by)
+    summary = f"target: {header}\n{summary_table(results)}"
+    (opts.out / "summary.txt").write_text(summary + "\n")
+    if opts.junitxml is not None:
+        write_junit(results, reproducers, opts.junitxml, opts.target)
+    stopped = f"\nstopped by signal {campaign.stopped_by}" if campaign.stopped_by else ""
+    print(f"\n{summary}{stopped}\n\nreport: {report}", flush=True)
+    for nodeid, path in reproducers.items():
+        print(f"reproducer for {nodeid}: python {path}")
+    return exit_status(results, campaign.stopped_by)

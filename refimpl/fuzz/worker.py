@@ -1,0 +1,186 @@
+"""One pytest worker process: start it, watch it, stop it, and read what it ran.
+
+A worker runs one component's property files (``python -m pytest -p refimpl.fuzz.events``) in
+its own process group, so that stopping it stops everything it started (nothing orphaned).
+What it did is read back from its event file (:mod:`refimpl.fuzz.events`):
+
+- every ``result`` event is one :class:`PropertyResult`;
+- a property that started and has no result was running when the worker ended: "failed" if
+  the worker crashed or the watchdog killed it (with the example it was running, from the
+  worker's current-example file), "not run" if the campaign stopped it;
+- every other collected property is "not run".
+
+The watchdog: a worker whose event and current-example files have not changed for
+``stall_limit`` seconds is stuck where the per-example SIGALRM cannot reach (inside C code
+that never returns to the interpreter) and is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from refimpl.fuzz.options import FuzzOptions
+
+STOP_GRACE_SECONDS = 10.0  # a stopped worker gets this long to write its results
+
+
+@dataclass(frozen=True)
+class PropertyResult:
+    """One property's fate over the whole campaign."""
+
+    component: str
+    nodeid: str
+    outcome: str  # passed | failed | skipped | interrupted | not run
+    examples: int
+    seconds: float = 0.0  # time spent running the property
+    reason: str = ""  # why it was skipped or not run
+    message: str = ""  # the assertion that failed: expected and observed
+    example: str | None = None  # the shrunk failing call, as Hypothesis printed it
+    reach_recorded: int = 0  # examples that recorded the "reach" event
+    reached: int = 0  # examples whose "reach" event said "reached"
+    timed_out: bool = False  # the failure is an example over --timeout
+
+
+@dataclass
+class Worker:
+    """A running worker and the files it reports through."""
+
+    component: str
+    proc: subprocess.Popen
+    events: Path
+    current: Path
+    log_path: Path
+    started: float = field(default_factory=time.monotonic)
+    killed_by: str = ""  # "watchdog" | "stop" once the campaign ended it
+
+    def last_activity(self) -> float:
+        """Monotonic time of the worker's last sign of progress."""
+        stamps = [p.stat().st_mtime for p in (self.events, self.current) if p.exists()]
+        idle = time.time() - max(stamps) if stamps else time.monotonic() - self.started
+        return time.monotonic() - max(idle, 0.0)
+
+    def signal_group(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            os.killpg(self.proc.pid, signum)
+
+    def stop(self, reason: str) -> None:
+        """Ask the worker to stop (it ends its property, writes its result and exits)."""
+        self.killed_by = self.killed_by or reason
+        self.signal_group(signal.SIGTERM)
+
+    def kill(self, reason: str) -> None:
+        self.killed_by = self.killed_by or reason
+        self.signal_group(signal.SIGKILL)
+
+
+def start_worker(opts: FuzzOptions, component: str, files: list[Path], seed: int | None,
+                 round_no: int, max_examples: int | None, skip: str | None) -> Worker:
+    """Start the pytest worker for ``component``'s ``files`` in a new process group."""
+    settings = {"database": opts.database or str(opts.out / "hypothesis-db")}
+    if max_examples is not None:
+        settings["max_examples"] = max_examples
+    if not opts.shrink:
+        settings["phases"] = ["explicit", "reuse", "generate", "target"]
+    events = opts.out / "events" / f"{component}-{round_no}.jsonl"
+    current = opts.out / "events" / f"{component}-current.json"
+    for path in (events, current):
+        path.unlink(missing_ok=True)
+    env = dict(os.environ, HYPOTHESIS_PROFILE=opts.profile, REFIMPL_FUZZ_EVENTS=str(events),
+               REFIMPL_FUZZ_SETTINGS=json.dumps(settings), REFIMPL_TARGET=opts.target,
+               REFIMPL_FUZZ_TIMEOUT=str(opts.timeout), REFIMPL_FUZZ_CURRENT=str(current),
+               REFIMPL_FUZZ_SAVED=str((opts.out / "examples").resolve()),
+               PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(),
+                                                        os.environ.get("PYTHONPATH")])))
+    env.pop("REFIMPL_FUZZ_SKIP", None)
+    if skip:
+        env["REFIMPL_FUZZ_SKIP"] = skip
+    cmd = [sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", "refimpl.fuzz.events",
+           "-p", "no:cacheprovider", "--refimpl-target", opts.target, "-o", "addopts=",
+           "--rootdir", str(files[0].parent.parent), "--continue-on-collection-errors"]
+    if seed is not None:
+        cmd.append(f"--hypothesis-seed={seed}")
+    if opts.fail_fast:
+        cmd.append("--exitfirst")
+    log_path = opts.out / "logs" / f"{component}.log"
+    with log_path.open("a") as log:  # one log per component, fresh each run (outdir cleans)
+        log.write(f"=== round {round_no}: {' '.join(cmd)}\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    return Worker(component, proc, events, current, log_path)
+
+
+def read_events(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    events = []
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut short by a kill
+            continue
+    return events
+
+
+def _result(component: str, e: dict) -> PropertyResult:
+    return PropertyResult(component, e["nodeid"], e["outcome"], e["examples"], e["seconds"],
+                          e["reason"], e["message"], e["example"], e["reach_recorded"],
+                          e["reached"], e["timed_out"])
+
+
+def _why_ended(worker: Worker) -> str:
+    code = worker.proc.returncode
+    how = f"killed by signal {-code}" if code < 0 else f"exited {code}"
+    if worker.killed_by == "watchdog":
+        return ("timed out: the worker was stuck in one example where --timeout could not "
+                "interrupt it, and the watchdog killed it")
+    return f"the worker crashed ({how}) while running this property; see {worker.log_path}"
+
+
+def _current_call(worker: Worker, nodeid: str) -> str | None:
+    try:
+        current = json.loads(worker.current.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return current["call"] if current.get("nodeid") == nodeid else None
+
+
+def collect_results(worker: Worker) -> list[PropertyResult]:
+    """What ``worker`` (ended) ran, with every collected property it did not run."""
+    comp, stream = worker.component, read_events(worker.events)
+    done = {e["nodeid"]: _result(comp, e) for e in stream if e["event"] == "result"}
+    collected = next((e["nodeids"] for e in stream if e["event"] == "collected"), None)
+    started = [e["nodeid"] for e in stream if e["event"] == "start"]
+    crashed = worker.proc.returncode not in (0, 1, 5) and worker.killed_by != "stop"
+    if collected is None and done:  # pytest stopped after collection errors
+        collected = []
+    if collected is None:
+        if worker.proc.returncode in (0, 5) or worker.killed_by == "stop":
+            return [PropertyResult(comp, f"{comp} (worker)", "not run", 0,
+                                   reason="the campaign stopped before the worker collected")]
+        return [PropertyResult(comp, f"{comp} (worker)", "failed", 0,
+                               message=f"{_why_ended(worker)} (before collecting properties)")]
+    results = [r for nodeid, r in done.items() if nodeid not in collected]  # collect errors
+    for nodeid in collected:
+        if nodeid in done:
+            results.append(done[nodeid])
+        elif crashed and started and started[-1] == nodeid:
+            results.append(PropertyResult(
+                comp, nodeid, "failed", 0, message=_why_ended(worker),
+                example=_current_call(worker, nodeid),
+                timed_out=worker.killed_by == "watchdog"))
+        else:
+            why = ("the campaign was stopped first" if worker.killed_by == "stop" else
+                   "--fail-fast: the component stopped at its first failure"
+                   if worker.proc.returncode == 1 else "the worker ended before reaching it")
+            results.append(PropertyResult(comp, nodeid, "not run", 0, reason=why))
+    return results

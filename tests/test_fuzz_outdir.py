@@ -1,0 +1,65 @@
+"""Each run starts a clean --out (or refuses a non-empty one), its logs are its own, and
+--junitxml writes JUnit XML beside report.json."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.test_fuzz import SUITE, _run, report_of, write_suite
+
+pytestmark = pytest.mark.slow
+
+
+def test_reruns_replace_or_resume_and_never_mix_runs(tmp_path: Path):
+    props = write_suite(tmp_path / "props", "test_cse_tiny.py", SUITE)
+    out = tmp_path / "o"
+    args = ["fuzz", "--component", "cse", "--properties", str(props), "--out", str(out),
+            "--max-examples", "20", "--no-shrink"]
+    assert _run(*args, cwd=tmp_path).returncode == 1
+    assert list((out / "reproducers").iterdir())
+    refused = _run(*args, cwd=tmp_path)
+    assert refused.returncode == 2 and "--resume" in refused.stderr
+    # the bug fixed: the second run passes; the first run's reproducer must not survive
+    (props / "test_cse_tiny.py").write_text(SUITE.replace("box.x < 100", "box.x == box.x"))
+    done = _run(*args, "--force", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not list((out / "reproducers").iterdir())
+    assert not list((out / "examples").iterdir())
+    assert (out / "logs" / "cse.log").read_text().count("=== round 0") == 1  # not appended
+    database = out / "hypothesis-db"
+    database.mkdir(exist_ok=True)  # a passing run may have stored nothing
+    marker = database / "kept-by-resume"
+    marker.write_text("")
+    assert _run(*args, "--resume", cwd=tmp_path).returncode == 0
+    assert marker.exists()  # --resume keeps the example database
+    assert _run(*args, "--force", cwd=tmp_path).returncode == 0
+    assert not marker.exists()  # --force replaces it
+
+
+def test_junitxml_reports_failures_skips_and_passes(tmp_path: Path):
+    props = write_suite(tmp_path / "props", "test_cse_tiny.py", SUITE)
+    write_suite(props, "test_layout_skip.py", '''
+        from hypothesis import given, strategies as st
+        from refimpl.oracle import component
+
+        @given(x=st.integers())
+        def test_layout(refimpl_backend, x):
+            component(refimpl_backend, "optimize_layout")
+    ''')
+    junit = tmp_path / "reports" / "fuzz.xml"
+    done = _run("fuzz", "--target", "torch", "--component", "cse,layout", "--properties",
+                str(props), "--out", str(tmp_path / "o"), "--max-examples", "20",
+                "--junitxml", str(junit), cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    root = ET.parse(junit).getroot()
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert suites["cse"].get("failures") == "1" and suites["cse"].get("tests") == "2"
+    assert suites["layout"].get("skipped") == "1"
+    failure = next(root.iter("failure"))
+    assert "observed 100" in failure.text and "reproducer:" in failure.text
+    skipped = next(root.iter("skipped"))
+    assert "has no optimize_layout" in skipped.get("message")
+    assert report_of(tmp_path / "o")["test_layout"]["outcome"] == "skipped"

@@ -1,0 +1,59 @@
+"""Verdicts are about the target: a component the target lacks is all skipped (with the reason),
+never passed; the summary gives each property's examples, failures and reach, and flags a
+property that records no reach event as a harness defect."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from refimpl.fuzz.options import COMPONENTS
+from tests.test_fuzz import _run, report_of, write_suite
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_a_backend_with_no_components_gets_no_property_passed(tmp_path: Path):
+    done = _run("fuzz", "--target", "tests.broken_backends:NoComponents", "--profile", "ci",
+                "--max-examples", "2", "--jobs", "2", "--out", str(tmp_path / "o"),
+                cwd=ROOT, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "o" / "report.json").read_text())["properties"]
+    assert {r["component"] for r in rows} == set(COMPONENTS)
+    passed = [r["nodeid"] for r in rows if r["outcome"] != "skipped"]
+    assert not passed, f"reported as not skipped against a backend with nothing: {passed}"
+    assert all("has no" in r["reason"] and r["examples"] == 0 for r in rows)
+
+
+def test_summary_shows_reach_and_flags_properties_that_record_none(tmp_path: Path):
+    props = write_suite(tmp_path / "props", "test_cse_reach.py", textwrap.dedent('''
+        from hypothesis import given, strategies as st
+        from refimpl.testing.reach import reach
+
+        @given(x=st.integers(0, 1000))
+        def test_half(refimpl_backend, x):
+            reach(x % 2 == 0)
+
+        @given(x=st.integers())
+        def test_always(refimpl_backend, x):
+            reach(True)
+
+        @given(x=st.integers())
+        def test_silent(refimpl_backend, x):
+            pass
+    '''))
+    done = _run("fuzz", "--component", "cse", "--properties", str(props), "--out",
+                str(tmp_path / "o"), "--max-examples", "40", "--seed", "1", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = report_of(tmp_path / "o")
+    assert rows["test_always"]["reach"] == 1.0
+    assert 0.2 < rows["test_half"]["reach"] < 0.8
+    assert rows["test_silent"]["reach"] is None and rows["test_silent"]["harness_defect"]
+    assert not rows["test_always"]["harness_defect"]
+    silent_line = next(line for line in done.stdout.splitlines() if "test_silent" in line)
+    assert "n/a" in silent_line and "harness defect" in silent_line
+    assert "1 harness defect" in done.stdout
