@@ -37,3 +37,36 @@ def test_quickstart_has_exactly_two_commands():
     assert len(commands) == 2
     assert "pip install" in commands[0] and "refimpl fuzz" in commands[0]
     assert "pytest" in commands[1]
+
+
+ROOT = README.parent
+
+
+def _pins(path: Path) -> dict[str, str]:
+    lines = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
+    return dict(ln.split("==", 1) for ln in lines if "==" in ln)
+
+
+def test_ci_tests_both_torch_releases():
+    """CI's two releases (DESIGN.md "Torch releases"): the README's install pins 2.13.0 through
+    constraints.txt; the second stage and the tox env pin 2.14.1 with torchvision 0.29.1."""
+    assert _pins(ROOT / "constraints.txt") == {"torch": "2.13.0"}
+    assert _pins(ROOT / "constraints-2.14.txt") == {"torch": "2.14.1", "torchvision": "0.29.1"}
+    run = (ROOT / ".ci" / "run").read_text()
+    assert "constraints-2.14.txt" in run and "refimpl fuzz" in run
+    tox = (ROOT / "tox.ini").read_text()
+    envlist = next(ln for ln in tox.splitlines() if ln.startswith("envlist"))
+    assert "py-torch214" in envlist and "torch214: -c constraints-2.14.txt" in tox
+
+
+def test_ci_runs_the_quickstart_verbatim():
+    """.ci/run extracts the Quickstart's commands with awk; it must find the same two lines
+    this file reads (so the README's commands are what CI runs)."""
+    run = (ROOT / ".ci" / "run").read_text()
+    awk = next(ln for ln in run.splitlines() if ln.startswith("mapfile -t QUICKSTART"))
+    program = awk.split("awk '", 1)[1].rsplit("' README.md", 1)[0]
+    done = subprocess.run(["awk", program, str(README)], capture_output=True, text=True,
+                          check=True)
+    block = README.read_text().split("## Quickstart", 1)[1].split("```bash\n", 1)[1]
+    expected = [ln for ln in block.split("```", 1)[0].splitlines() if ln.strip()]
+    assert done.stdout.splitlines() == expected

@@ -1,0 +1,431 @@
+"""The oracle's strength: the mutation score of each component's target properties.
+
+A mutant is refimpl with one small change (an operator, a constant, a comparison, a boolean)
+made by cosmic-ray. The *killing suite* of a component is its target properties (the tests in
+``properties/test_<component>*.py`` that take the ``refimpl_backend`` fixture), run against
+refimpl under the ``ci`` Hypothesis profile, stopping at the first failure. A mutant is killed
+when that suite fails (or times out), survives when it passes. The score of a component is
+``killed / (killed + survived - equivalent)``, where ``equivalent`` are the survivors argued
+equivalent in docs/oracle-strength.md (``EQUIVALENT`` below, keyed by mutant).
+
+Algorithm, per component:
+  1. copy the source tree into a work folder (cosmic-ray mutates files in place: never the
+     checkout itself);
+  2. ``cosmic-ray init`` over the component's modules (``MODULES``): every mutant of every
+     operator, minus ``EXCLUDED_OPERATORS``;
+  3. keep a seeded sample of ``--sample`` mutants (``random.Random(seed).sample`` over the
+     mutants sorted by file, position and operator), mark the rest skipped;
+  4. run the killing suite once unmutated (the baseline): a target property that fails
+     there cannot judge a mutant, so it is deselected, and the report says so;
+  5. ``cosmic-ray exec``: one test command per mutant, the killing suite. Importing torch
+     costs more than the suite itself on a loaded machine, so the command is a thin client
+     of a fork server (``--serve``) that has imported torch, Hypothesis and pytest, but never
+     refimpl: each mutant's suite runs in a fresh fork that imports the mutated refimpl from
+     the work folder, as a new process would;
+  6. print killed / survived / score per component, and every survivor (file:line operator).
+Invariant: the same seed, sample size and source give the same mutants.
+
+Run it (long; not in CI): ``python benchmarks/mutation_score.py --component cse --sample 40``
+(``tox -e mutation``). Needs the ``mutation`` extra (cosmic-ray). ``--report WORK`` re-prints
+the figures of a finished run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import random
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The code of each component the oracle must protect (issue 11).
+MODULES = {
+    "flops": ["refimpl/flops/formulas/matmul.py", "refimpl/flops/formulas/conv.py",
+              "refimpl/flops/formulas/attention.py", "refimpl/flops/formulas/rnn.py"],
+    "cse": ["refimpl/cse/effects.py", "refimpl/cse/keys.py"],
+    "partition": ["refimpl/partition/partitioner.py", "refimpl/partition/mincut.py",
+                  "refimpl/partition/candidates.py", "refimpl/partition/cost.py"],
+    "checkpoint": ["refimpl/checkpointing/frame.py", "refimpl/checkpointing/replay.py"],
+    "layout": ["refimpl/layout/decision.py", "refimpl/layout/rewrite.py"],
+}
+
+#: Operators left out, and why: replacing + - * / with a bit or shift operator, ** or % almost
+#: always raises at once (killed for free, inflating the score); the variable inserter and
+#: replacer pick names at random (not repeatable).
+EXCLUDED_OPERATORS = [
+    r"core/ReplaceBinaryOperator_.*_(Pow|Mod|RShift|LShift|BitOr|BitAnd|BitXor)$",
+    r"core/VariableInserter", r"core/VariableReplacer",
+]
+
+#: Survivors argued equivalent in docs/oracle-strength.md: "path:line operator occurrence" ->
+#: why. Keys carry line numbers of the tree they were measured on (2026-11-23, 08:12-09:35
+#: UTC): re-check them when the code moves.
+EQUIVALENT: dict[str, str] = {
+    "refimpl/cse/effects.py:162 core/ReplaceComparisonOperator_Eq_Is 1":
+        "node.op is one of fx's interned literals: `is` and `==` agree",
+    "refimpl/cse/effects.py:269 core/ReplaceComparisonOperator_NotEq_Lt 1":
+        "call_module never reaches it; no torch Tensor method takes an `inplace` argument",
+    "refimpl/layout/decision.py:82 core/NumberReplacer 12":
+        "conv FLOPs only enter the decision as a ratio (weighted <= total): scale-invariant",
+    "refimpl/checkpointing/frame.py:75 core/ReplaceComparisonOperator_Eq_Is 0":
+        "-1 is a cached small int in CPython",
+    "refimpl/checkpointing/frame.py:75 core/ReplaceComparisonOperator_Eq_LtE 0":
+        "graph task ids are -1 or >= 0: `<= -1` is `== -1`",
+    "refimpl/checkpointing/frame.py:92 core/ReplaceBinaryOperator_BitOr_Mul 1":
+        "an annotation under `from __future__ import annotations`: never evaluated",
+    "refimpl/checkpointing/frame.py:192 core/ReplaceBinaryOperator_BitOr_Add 4":
+        "an annotation under `from __future__ import annotations`: never evaluated",
+    "refimpl/checkpointing/replay.py:44 core/ReplaceFalseWithTrue 0":
+        "CUDA-only (what is replayed on a CUDA device): unkillable without a GPU",
+    "refimpl/checkpointing/replay.py:53 core/ReplaceComparisonOperator_Eq_GtE 0":
+        "CUDA-only (which CUDA devices' RNG is saved): unkillable without a GPU",
+}
+
+#: What the fork server imports before forking (never refimpl: the children import the mutant).
+PRELOADED = ("torch", "torch.fx", "torch._dynamo", "numpy", "scipy")
+
+COPIED = ["refimpl", "properties", "conftest.py", "pyproject.toml", "setup.cfg", "benchmarks"]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One sampled mutant and what the killing suite made of it."""
+
+    job_id: str
+    path: str
+    line: int
+    operator: str
+    occurrence: int
+    outcome: str  # killed, survived, incompetent, pending
+
+    @property
+    def key(self) -> str:
+        return f"{self.path}:{self.line} {self.operator} {self.occurrence}"
+
+
+@dataclass(frozen=True)
+class Score:
+    """A component's figures."""
+
+    component: str
+    sampled: int
+    killed: int
+    survived: int
+    equivalent: int
+    incompetent: int
+    seconds: float
+
+    @property
+    def score(self) -> float:
+        live = self.killed + self.survived - self.equivalent
+        return self.killed / live if live else float("nan")
+
+
+def pytest_collection_modifyitems(config, items):
+    """As a pytest plugin (``-p mutation_score``): keep only target properties, the tests
+    that take the ``refimpl_backend`` fixture."""
+    keep = [item for item in items if "refimpl_backend" in getattr(item, "fixturenames", ())]
+    dropped = [item for item in items if item not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+
+
+def killing_args(work: Path, component: str) -> list[str]:
+    """pytest's arguments for the component's killing suite (paths relative to ``work``)."""
+    files = sorted(p.relative_to(work).as_posix()
+                   for p in (work / "properties").glob(f"test_{component}*.py"))
+    if not files:
+        raise SystemExit(f"component={component!r}: no properties/test_{component}*.py")
+    return ["-x", "-q", "-p", "no:cacheprovider", "-p", "mutation_score",
+            "--refimpl-target", "refimpl", *files]
+
+
+def killing_command(work: Path, component: str, sock: Path, deselect: list[str]) -> str:
+    extra = [arg for nodeid in deselect for arg in ("--deselect", nodeid)]
+    return (f"{sys.executable} {Path(__file__).resolve()} --client {sock} -- "
+            + " ".join(killing_args(work, component) + extra))
+
+
+def baseline_failures(work: Path, component: str, sock: Path) -> list[str]:
+    """Run the killing suite on the unmutated copy; the node ids of the target properties
+    that fail there (a mutant cannot be judged by a property that fails without it)."""
+    args = [a for a in killing_args(work, component) if a != "-x"] + ["-rf"]
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--client", str(sock),
+                          "--", *args], cwd=work, env=environment(work), capture_output=True,
+                         text=True).stdout
+    failed = sorted({line.split()[1] for line in out.splitlines()
+                     if line.startswith(("FAILED ", "ERROR ")) and "::" in line})
+    (work / "baseline.txt").write_text(
+        (out.strip().splitlines() or ["(no output)"])[-1] + "\n"
+        + "".join(f"deselected (fails unmutated): {f}\n" for f in failed))
+    return failed
+
+
+# --- the fork server: torch imported once, refimpl imported fresh per mutant ----------------
+
+def serve(sock: Path) -> None:
+    """Accept one request at a time: ``{"cwd", "args", "env", "log"}``; fork; the child runs
+    ``pytest.main(args)`` in ``cwd`` with its output in ``log``; reply with its exit code. A
+    client that disconnects (cosmic-ray's timeout killed it) gets its child killed."""
+    for name in PRELOADED:
+        importlib.import_module(name)
+    assert not any(name.startswith("refimpl") for name in sys.modules), "refimpl preloaded"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock))
+    server.listen(1)
+    while True:
+        conn, _ = server.accept()
+        with conn:
+            request = json.loads(conn.makefile().readline())
+            pid = os.fork()
+            if pid == 0:
+                server.close()
+                _run_child(request)
+            code = _wait_or_kill(pid, conn)
+            if code is not None:
+                conn.sendall(f"{code}\n".encode())
+
+
+def _run_child(request: dict) -> None:
+    os.setpgid(0, 0)
+    sys.dont_write_bytecode = True
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    sys.path[:0] = [request["cwd"], os.path.join(request["cwd"], "benchmarks")]
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    code = 3
+    try:
+        import pytest
+        code = int(pytest.main(request["args"]))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _wait_or_kill(pid: int, conn: socket.socket) -> int | None:
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status) % 256
+        readable, _, _ = select.select([conn], [], [], 0.2)
+        if readable and not conn.recv(1):  # the client is gone: stop its suite
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+
+
+def client(sock: Path, args: list[str]) -> int:
+    """The test command cosmic-ray runs: ask the fork server to run pytest here."""
+    with tempfile.NamedTemporaryFile("r", suffix=".log") as log:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(str(sock))
+        keep = ("CI", "OMP_NUM_THREADS", "HYPOTHESIS_PROFILE", "REFIMPL_TARGET")
+        env = {k: os.environ[k] for k in keep if k in os.environ}
+        conn.sendall((json.dumps({"cwd": os.getcwd(), "args": args, "env": env,
+                                  "log": log.name}) + "\n").encode())
+        reply = conn.makefile().readline()
+        print(log.read()[-20000:])
+        return int(reply) if reply.strip() else 3
+
+
+def start_server(work: Path) -> tuple[subprocess.Popen, Path]:
+    sock = work / "forkserver.sock"
+    sock.unlink(missing_ok=True)
+    server = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve",
+                               str(sock)], env=environment(work), cwd=work)
+    while not sock.exists():
+        if server.poll() is not None:
+            raise SystemExit(f"the fork server exited with {server.returncode}")
+        time.sleep(0.5)
+    return server, sock
+
+
+def copy_tree(work: Path) -> None:
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, work / name, ignore=ignore)
+        elif src.exists():
+            shutil.copy2(src, work / name)
+
+
+def write_config(work: Path, component: str, timeout: float, sock: Path,
+                 deselect: list[str]) -> Path:
+    config = work / f"cosmic-ray-{component}.toml"
+    modules = ", ".join(f'"{m}"' for m in MODULES[component])
+    excluded = ", ".join(f"'{e}'" for e in EXCLUDED_OPERATORS)
+    config.write_text(
+        "[cosmic-ray]\n"
+        f"module-path = [{modules}]\n"
+        f"timeout = {timeout}\n"
+        "excluded-modules = []\n"
+        f"test-command = \"{killing_command(work, component, sock, deselect)}\"\n\n"
+        "[cosmic-ray.distributor]\nname = \"local\"\n\n"
+        f"[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excluded}]\n")
+    return config
+
+
+def environment(work: Path) -> dict[str, str]:
+    env = dict(os.environ, CI="true", OMP_NUM_THREADS="1", HYPOTHESIS_PROFILE="ci",
+               REFIMPL_TARGET="refimpl")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("PYTHONPATH", None)  # the server imports no refimpl; its children add the copy
+    return env
+
+
+def cosmic_ray(work: Path, *args: str) -> None:
+    exe = Path(sys.executable).with_name("cosmic-ray")
+    subprocess.run([str(exe), *args], cwd=work, env=environment(work), check=True)
+
+
+def sample(db_path: Path, size: int, seed: int) -> int:
+    """Mark every pending mutant outside the seeded sample as skipped; the sample's size."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    with use_db(str(db_path), WorkDB.Mode.open) as db:
+        pending = sorted(db.pending_work_items, key=lambda item: (
+            str(item.mutations[0].module_path), item.mutations[0].start_pos,
+            item.mutations[0].operator_name, item.mutations[0].occurrence))
+        chosen = {item.job_id for item in random.Random(seed).sample(
+            pending, min(size, len(pending)))}
+        for item in pending:
+            if item.job_id not in chosen:
+                db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                      output="not in the sample"))
+        return len(chosen)
+
+
+def _value(outcome) -> str:
+    return str(getattr(outcome, "value", outcome))
+
+
+def mutants(db_path: Path) -> list[Mutant]:
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    found = []
+    with use_db(str(db_path), WorkDB.Mode.open) as db:
+        for item, result in db.completed_work_items:
+            if result.worker_outcome == "skipped":
+                continue
+            spec = item.mutations[0]
+            found.append(Mutant(item.job_id, Path(spec.module_path).as_posix(),
+                                spec.start_pos[0], spec.operator_name, spec.occurrence,
+                                _value(result.test_outcome or result.worker_outcome)))
+    return sorted(found, key=lambda m: (m.path, m.line, m.operator, m.occurrence))
+
+
+def score(component: str, found: list[Mutant], seconds: float) -> Score:
+    count = lambda outcome: sum(m.outcome == outcome for m in found)
+    equivalent = sum(m.outcome == "survived" and m.key in EQUIVALENT for m in found)
+    return Score(component, len(found), count("killed"), count("survived"), equivalent,
+                 len(found) - count("killed") - count("survived"), seconds)
+
+
+def run_component(component: str, work_root: Path, size: int, seed: int,
+                  timeout: float) -> Score:
+    work = work_root / component
+    copy_tree(work)
+    start = time.monotonic()
+    server, sock = start_server(work)
+    try:
+        deselect = baseline_failures(work, component, sock)
+        print(f"[{component}] baseline: {(work / 'baseline.txt').read_text().strip()}",
+              flush=True)
+        config = write_config(work, component, timeout, sock, deselect)
+        db = work / "session.sqlite"
+        cosmic_ray(work, "init", config.name, db.name)
+        exe = Path(sys.executable).with_name("cr-filter-operators")
+        subprocess.run([str(exe), db.name, config.name], cwd=work, check=True)
+        print(f"[{component}] {sample(db, size, seed)} mutants sampled (seed {seed})",
+              flush=True)
+        cosmic_ray(work, "exec", config.name, db.name)
+    finally:
+        server.terminate()
+        server.wait()
+    seconds = time.monotonic() - start
+    (work / "seconds").write_text(f"{seconds:.0f}\n")
+    return score(component, mutants(db), seconds)
+
+
+def report(scores: list[Score], work_root: Path) -> None:
+    print(f"\n{'component':<11} {'sampled':>7} {'killed':>6} {'survived':>8} {'equiv':>5} "
+          f"{'incomp':>6} {'score':>6} {'time':>7}")
+    for s in scores:
+        print(f"{s.component:<11} {s.sampled:>7} {s.killed:>6} {s.survived:>8} "
+              f"{s.equivalent:>5} {s.incompetent:>6} {s.score:>6.0%} {s.seconds:>6.0f}s")
+    for s in scores:
+        baseline = work_root / s.component / "baseline.txt"
+        if baseline.exists():
+            print(f"  baseline [{s.component}] " + baseline.read_text().strip().replace(
+                "\n", f"\n  baseline [{s.component}] "))
+        for m in mutants(work_root / s.component / "session.sqlite"):
+            if m.outcome == "survived":
+                mark = " (equivalent)" if m.key in EQUIVALENT else ""
+                print(f"  survivor [{s.component}] {m.key}{mark}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--component", default=",".join(MODULES),
+                        help=f"comma-separated, of {', '.join(MODULES)}")
+    parser.add_argument("--sample", type=int, default=40, help="mutants per component")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant")
+    parser.add_argument("--work", type=Path, default=ROOT / ".mutation",
+                        help="work folder (copies of the tree, cosmic-ray sessions)")
+    parser.add_argument("--report", action="store_true",
+                        help="only print the figures of the finished sessions in --work")
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--client", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("pytest_args", nargs="*", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.serve)
+    if args.client:
+        return client(args.client, args.pytest_args)
+    components = [c for c in args.component.split(",") if c]
+    unknown = [c for c in components if c not in MODULES]
+    if unknown or not components:
+        parser.error(f"--component={args.component!r}: each must be one of {', '.join(MODULES)}")
+    scores = []
+    for component in components:
+        if args.report:
+            work = args.work / component
+            if not (work / "session.sqlite").exists():
+                print(f"[{component}] no finished session in {work}")
+                continue
+            seconds = float((work / "seconds").read_text()) if (work / "seconds").exists() \
+                else float("nan")
+            scores.append(score(component, mutants(work / "session.sqlite"), seconds))
+        else:
+            scores.append(run_component(component, args.work, args.sample, args.seed,
+                                        args.timeout))
+    report(scores, args.work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""Whether the backend's layout pass converts a net, against inductor's rule derived here by
+hand: written to kill mutants of refimpl's layout decision that the output properties of
+test_layout.py cannot see (docs/oracle-strength.md). A wrong decision still gives eager's
+outputs and strides (only speed changes), so only a property about the decision catches it.
+
+The rule (``GraphLowering.decide_layout_opt`` in torch/_inductor/graph.py, without its
+mkldnn-on-CPU shortcut, as refimpl documents in docs/differences.md): each 2-d conv is
+classified by its weight ``(out, in/groups, kh, kw)``: *grouped* (groups > 1 and
+in/groups > 1), else *small* (out <= 64 and in/groups <= 64), else *in_out*
+(2 * out <= in/groups and kh > 1), else *default*. A graph with at least 300 nodes per conv
+is left alone. Inference: convert iff the FLOP-weighted cost
+``sum(flops * multiplier[class])`` is at most ``sum(flops)``, with inductor's measured
+multipliers below. Training: never with a grouped or an in_out conv, nor when every conv is
+small; else convert. Conv FLOPs: ``2 * N * out * H_out * W_out * in/groups * kh * kw``.
+
+Whether the pass converted is read off the values its graph computes
+(``refimpl.testing.layout.converted_values``), not off its report. A net whose first conv
+reads one channel or a 1x1 image cannot show a conversion (channels-last and contiguous are
+then the same order, and the convs after it inherit contiguous outputs): filtered out.
+
+The last property draws one conv of each class, in inference and training (conv_nets rarely
+draws a grouped or a channel-reducing conv that decides a net, and its training nets rarely
+convert, so the training rule is checked there).
+
+Reach: a conversion happened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from torch import fx, nn
+
+from refimpl.oracle import component
+from refimpl.strategies.nets import conv_nets
+from refimpl.testing.layout import converted_values
+from refimpl.testing.reach import reach
+
+#: inductor's channels-last cost per conv class (torch/_inductor/graph.py, decide_layout_opt).
+MULTIPLIER = {"grouped": 1.358, "small": 0.783, "in_out": 0.725, "default": 0.823}
+MAX_NODES_PER_CONV = 300
+
+
+@dataclass(frozen=True)
+class Conv:
+    """One 2-d conv as eager ran it."""
+
+    weight: tuple[int, int, int, int]
+    groups: int
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+
+    @property
+    def kind(self) -> str:
+        out_ch, in_ch, kh, _ = self.weight
+        if self.groups > 1 and in_ch > 1:
+            return "grouped"
+        if out_ch <= 64 and in_ch <= 64:
+            return "small"
+        if 2 * out_ch <= in_ch and kh > 1:
+            return "in_out"
+        return "default"
+
+    @property
+    def flops(self) -> int:
+        n, out_ch, h, w = self.output_shape
+        return 2 * n * out_ch * h * w * self.weight[1] * self.weight[2] * self.weight[3]
+
+    @property
+    def visible(self) -> bool:
+        """Its input in channels-last order differs from contiguous (C > 1 and H*W > 1)."""
+        _, c, h, w = self.input_shape
+        return c > 1 and h * w > 1
+
+
+def eager_convs(module: nn.Module, x: torch.Tensor) -> list[Conv]:
+    found: list[Conv] = []
+
+    def hook(mod, args, out):
+        found.append(Conv(tuple(mod.weight.shape), mod.groups, tuple(args[0].shape),
+                          tuple(out.shape)))
+
+    handles = [m.register_forward_hook(hook) for m in module.modules()
+               if isinstance(m, nn.Conv2d)]
+    with torch.no_grad():
+        module(x.clone())
+    for h in handles:
+        h.remove()
+    return found
+
+
+def inductor_converts(convs: list[Conv], node_count: int, inference: bool) -> bool:
+    if not convs or node_count >= MAX_NODES_PER_CONV * len(convs):
+        return False
+    if inference:
+        total = sum(c.flops for c in convs)
+        return sum(c.flops * MULTIPLIER[c.kind] for c in convs) <= total
+    kinds = {c.kind for c in convs}
+    return not ({"grouped", "in_out"} & kinds) and kinds != {"small"}
+
+
+def check(backend, spec, training: bool) -> None:
+    pass_fn = component(backend, "optimize_layout")
+    module, x = spec.build(), spec.example_input()
+    module.train(training)
+    convs = eager_convs(module, x)
+    assume(convs[0].visible)
+    gm = fx.symbolic_trace(module)
+    expected = inductor_converts(convs, len(gm.graph.nodes), inference=not training)
+    with torch.set_grad_enabled(training):
+        out = pass_fn(gm, [x.clone().requires_grad_(training)])
+    converted = bool(converted_values(out, [x]))
+    reach(converted)
+    assert converted == expected, (
+        f"{backend.name} optimize_layout converted={converted}, inductor's rule says "
+        f"{expected} ({'training' if training else 'inference'}; convs "
+        f"{[(c.kind, c.weight, c.groups, c.flops) for c in convs]})\nreproduce: {spec!r}")
+
+
+@given(spec=conv_nets())
+def test_inference_conversion_follows_inductors_rule(refimpl_backend, spec):
+    check(refimpl_backend, spec, training=False)
+
+
+
+class OneConv(nn.Module):
+    """A conv and a relu: the smallest net whose conv class decides the layout."""
+
+    def __init__(self, in_ch: int, out_ch: int, kernel: int, groups: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_ch, out_ch, kernel, padding=kernel // 2, groups=groups)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x))
+
+
+@st.composite
+def one_conv_nets(draw) -> tuple[OneConv, torch.Tensor]:
+    """Every conv class: grouped, small, in_out (2 * out <= in, kernel > 1), and default
+    twice as often (in training only a default conv converts: reach)."""
+    kind = draw(st.sampled_from(["default", "default", "grouped", "small", "in_out"]))
+    kernel = draw(st.sampled_from([1, 3]))
+    groups = 1
+    if kind == "grouped":
+        groups = draw(st.sampled_from([2, 4]))
+        in_ch, out_ch = 8 * groups, 8 * groups
+    elif kind == "small":
+        in_ch, out_ch = draw(st.sampled_from([4, 16, 64])), draw(st.sampled_from([4, 16, 64]))
+    elif kind == "in_out":
+        in_ch, out_ch, kernel = 160, draw(st.sampled_from([8, 80])), 3
+    else:
+        in_ch, out_ch = draw(st.sampled_from([72, 96])), draw(st.sampled_from([72, 128]))
+    torch.manual_seed(0)
+    return OneConv(in_ch, out_ch, kernel, groups), torch.randn(1, in_ch, 4, 4)
+
+
+@given(net=one_conv_nets(), training=st.booleans())
+def test_each_conv_class_decides_as_inductor(refimpl_backend, net, training):
+    """One conv of each class, inference and training: converted iff inductor's rule says."""
+    module, x = net
+    module.train(training)
+    convs = eager_convs(module, x)
+    gm = fx.symbolic_trace(module)
+    expected = inductor_converts(convs, len(gm.graph.nodes), inference=not training)
+    with torch.set_grad_enabled(training):
+        out = component(refimpl_backend, "optimize_layout")(
+            gm, [x.clone().requires_grad_(training)])
+    converted = bool(converted_values(out, [x]))
+    reach(converted)
+    assert converted == expected, (
+        f"{refimpl_backend.name} optimize_layout converted={converted}, inductor's rule says "
+        f"{expected} ({'training' if training else 'inference'}; conv {convs[0].kind} "
+        f"{convs[0].weight} groups={convs[0].groups})")
