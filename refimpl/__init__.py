@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     # activation meter
     "saved_activation_bytes": "refimpl.memory:saved_activation_bytes",
     "measure_saved": "refimpl.memory:measure_saved",
+    "measure_held": "refimpl.memory:measure_held",
     # checkpoint wrapper
     "checkpoint": "refimpl.checkpointing:checkpoint",
     "CheckpointError": "refimpl.checkpointing:CheckpointError",

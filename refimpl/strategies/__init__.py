@@ -13,13 +13,17 @@ strategy.
 | programs    | random differentiable programs with weights, for the partitioner |
 | modules     | random module stacks, for the checkpoint wrapper |
 | nets        | random conv nets (``conv_nets``), for the layout pass |
+| flop_models | random models of one matmul-class layer family, for model-level FLOP counts |
+| fused       | torch.nn modules with a fused inference path (``fused_cases``) |
+| flop_programs | free-op programs and arithmetic with no FLOP formula (``free_programs``) |
 """
 
 from __future__ import annotations
 
 import importlib
 
-SUBMODULES = ("conv", "matmul", "graphs", "programs", "modules", "nets")
+SUBMODULES = ("conv", "matmul", "graphs", "programs", "modules", "nets", "flop_models",
+              "fused", "flop_programs")
 
 
 def __getattr__(name: str):
