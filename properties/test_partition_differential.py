@@ -10,6 +10,11 @@ hands over refimpl's plan (its bound). Whenever the other stays within refimpl's
 refimpl recomputes no more FLOPs than the other: refimpl's solver is exact for the problem
 the other solves heuristically.
 
+Programs draw no random numbers here. On a program that does, a plan that recomputes the
+draw (torch's, below budget 1.0: docs/findings.md, "Partitioner") saves less and recomputes
+"nothing" while giving wrong gradients, so there is no quality to compare; whether a target
+keeps its draws is judged by ``test_partition_keeps_random_draws``.
+
 Reach: the other fits refimpl's bound and the budget binds (refimpl's plan recomputes).
 """
 
@@ -22,10 +27,11 @@ from hypothesis import strategies as st
 import refimpl
 from refimpl.oracle import component, load_backend
 from refimpl.partition.backend import DynamoBackend
-from refimpl.strategies.programs import ProgramSpec, programs
+from refimpl.strategies.programs import KINDS, RANDOM_KINDS, ProgramSpec, programs
 from refimpl.testing.reach import reach
 
 BUDGETS = st.sampled_from([0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5])
+DETERMINISTIC = tuple(kind for kind in KINDS if kind not in RANDOM_KINDS)
 
 
 def other_backend(refimpl_backend):
@@ -52,7 +58,7 @@ def refimpl_side(fn, spec: ProgramSpec, budget: float):
     return plans[0], saved, flops
 
 
-@given(spec=programs(), budget=BUDGETS)
+@given(spec=programs(kinds=DETERMINISTIC), budget=BUDGETS)
 def test_refimpl_recomputes_no_more_than_other(refimpl_backend, spec, budget):
     other = other_backend(refimpl_backend)
     theirs_compile = component(other, "compile")

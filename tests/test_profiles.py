@@ -25,3 +25,13 @@ def test_profile_settings_under_ci(profile, expected):
     done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
                           text=True, check=True)
     assert done.stdout.strip() == expected
+
+
+@pytest.mark.parametrize(("ci", "expected"), [("true", "ci"), ("", "fuzz")])
+def test_fuzz_default_profile_follows_ci(monkeypatch, ci, expected):
+    """`refimpl fuzz` in CI is derandomised (repeatable verdicts); a campaign elsewhere is
+    random."""
+    from refimpl.fuzz.cli import default_profile
+
+    monkeypatch.setenv("CI", ci)
+    assert default_profile() == expected

@@ -82,8 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="components run side by side in worker processes (default: 1)")
     parser.add_argument("--database", default=None,
                         help="shared example database: a folder or redis://host:port/db")
-    parser.add_argument("--profile", choices=PROFILES, default="fuzz",
-                        help="Hypothesis profile the bounds apply to (default: fuzz)")
+    parser.add_argument("--profile", choices=PROFILES, default=default_profile(),
+                        help="Hypothesis profile the bounds apply to (default: ci where the "
+                             "CI variable is set, so a CI run is repeatable; else fuzz)")
     parser.add_argument("--fail-fast", action="store_true",
                         help="stop each component at its first failing property")
     parser.add_argument("--no-shrink", dest="shrink", action="store_false",
@@ -93,6 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=ENGINES, default="runner",
                         help="runner (default; bounded runs) or hypofuzz (long campaigns on "
                              "many machines; pip install 'refimpl[hypofuzz]', see its licence)")
+
+
+def default_profile() -> str:
+    """``ci`` where the ``CI`` variable is set (derandomised, as DESIGN.md's profiles say:
+    a CI run gives the same verdict every time), else ``fuzz`` (random, database on)."""
+    return "ci" if os.environ.get("CI") else "fuzz"
 
 
 def _options(args: argparse.Namespace) -> FuzzOptions:
