@@ -16,26 +16,16 @@ import copy
 import torch
 from hypothesis import given
 
-from refimpl.layout.backend import make_layout_backend
 from refimpl.oracle import component
 from refimpl.strategies.nets import ConvNetSpec, conv_nets
-from refimpl.testing.layout import assert_noise_only, converted_values, zero_by_construction
+from refimpl.testing.layout import (
+    assert_noise_only,
+    compile_with,
+    converted_values,
+    zero_by_construction,
+)
 from refimpl.testing.reach import reach
 from refimpl.testing.same import mismatch
-
-
-def compile_with(pass_fn, module):
-    """``module`` compiled with ``pass_fn`` on its dynamo graph; per graph the pass saw, the
-    names of the values its result computes channels-last (empty: no conversion)."""
-    seen = []
-
-    def recording(gm, example_inputs):
-        out = pass_fn(gm, example_inputs)
-        seen.append(converted_values(out, list(example_inputs)))
-        return out
-
-    torch._dynamo.reset()
-    return torch.compile(module, backend=make_layout_backend(recording)), seen
 
 
 def tensors(out) -> list[torch.Tensor]:

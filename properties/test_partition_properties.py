@@ -27,7 +27,6 @@ import torch
 from hypothesis import event, given, reject
 from hypothesis import strategies as st
 
-import refimpl
 from refimpl.oracle import component
 from refimpl.strategies.programs import ProgramSpec, programs
 from refimpl.testing.partition_brute import BruteForceRefused, trace_reference
@@ -37,6 +36,7 @@ from refimpl.testing.partition_expect import (
     assert_saved_within,
     bound_bytes,
     close,
+    measured,
 )
 from refimpl.testing.reach import reach
 
@@ -62,13 +62,6 @@ def expected_of(spec: ProgramSpec):
         reject()
 
 
-def measured(compiled, spec: ProgramSpec):
-    """(saved bytes by the meter, output, input gradients) of one seeded run."""
-    inputs = spec.inputs(0)
-    torch.manual_seed(0)
-    report = refimpl.measure_saved(compiled, *inputs)
-    report.outputs.backward()
-    return report.bytes, report.outputs.detach(), [x.grad for x in inputs]
 
 
 def check_within_budget_and_exact(backend, spec: ProgramSpec, budget: float) -> None:

@@ -11,7 +11,7 @@ from refimpl.oracle import component, load_backend
 from refimpl.oracle.targets.inductor import NO_GPU_LAYOUT, InductorBackend
 from refimpl.strategies.programs import ProgramSpec, Step
 from refimpl.testing.partition_brute import trace_reference
-from refimpl.testing.partition_expect import Expected, assert_same_results
+from refimpl.testing.partition_expect import Expected, assert_same_results, measured
 
 #: issue 13's shape, small: a wide mm summarised by a row sum, beside a narrow mm.
 SUMMARY = ProgramSpec(8, 8, (Step("mm", "mm", (0,), 32), Step("summary", "sum", (1,), 1),
@@ -22,14 +22,6 @@ DROPOUT = ProgramSpec(4, 6, (Step("mm", "mm", (0,), 6), Step("dropout", "dropout
                              Step("pointwise", "sin", (2,), 6)), (3,))
 
 
-def run(compiled, spec: ProgramSpec):
-    import refimpl
-
-    inputs = spec.inputs(0)
-    torch.manual_seed(0)
-    report = refimpl.measure_saved(compiled, *inputs)
-    report.outputs.backward()
-    return report.bytes, report.outputs.detach(), [x.grad for x in inputs]
 
 
 def test_inductor_is_a_builtin_target():
@@ -62,7 +54,7 @@ def test_bad_budget_is_named(budget):
 def test_budget_zero_saves_the_minimum_and_gradients_are_eager():
     expected = Expected.of(trace_reference(SUMMARY.make(), SUMMARY.inputs(0)))
     fn = SUMMARY.make()
-    saved, out, grads = run(load_backend("inductor").compile(fn, memory_budget=0.0), SUMMARY)
+    saved, out, grads = measured(load_backend("inductor").compile(fn, memory_budget=0.0), SUMMARY)
     assert saved == expected.min_bytes, (saved, expected)
     inputs = SUMMARY.inputs(0)
     eager = fn(*inputs)
@@ -73,7 +65,7 @@ def test_budget_zero_saves_the_minimum_and_gradients_are_eager():
 
 def dropout_against_eager(budget: float) -> tuple[bool, bool]:
     """(forward equal to eager's, input gradient equal to eager's) at ``budget``."""
-    _, out, grads = run(load_backend("inductor").compile(DROPOUT.make(),
+    _, out, grads = measured(load_backend("inductor").compile(DROPOUT.make(),
                                                          memory_budget=budget), DROPOUT)
     inputs = DROPOUT.inputs(0)
     torch.manual_seed(0)

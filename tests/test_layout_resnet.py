@@ -14,8 +14,7 @@ import pytest
 import torch
 
 from refimpl.layout import optimize_layout
-from refimpl.layout.backend import make_layout_backend
-from refimpl.testing.layout import converted_values
+from refimpl.testing.layout import compile_with
 from refimpl.testing.same import mismatch
 
 torchvision = pytest.importorskip("torchvision", reason="torchvision is not installed")
@@ -28,15 +27,7 @@ def resnet18() -> torch.nn.Module:
 
 
 def _compiled(module):
-    converted = []
-
-    def layout(gm, example_inputs):
-        out = optimize_layout(gm, example_inputs)
-        converted.append(converted_values(out, list(example_inputs)))
-        return out
-
-    torch._dynamo.reset()
-    return torch.compile(module, backend=make_layout_backend(layout)), converted
+    return compile_with(optimize_layout, module)
 
 
 def _step(module, x):

@@ -19,7 +19,7 @@ import torch
 from torch import fx
 from torch.utils._pytree import tree_leaves
 
-__all__ = ["converted_values"]
+__all__ = ["compile_with", "converted_values"]
 
 
 class _Recorder(fx.Interpreter):
@@ -66,3 +66,20 @@ def assert_noise_only(actual: torch.Tensor, scale: float, what: str, rel: float 
     observed = actual.abs().max().item() if actual.numel() else 0.0
     assert observed <= rel * scale, (f"{what}: zero by construction (float64), expected "
                                      f"|value| <= {rel * scale:.3g}, observed {observed:.3g}")
+
+
+def compile_with(pass_fn, module):
+    """``module`` compiled with the layout pass ``pass_fn`` on its dynamo graph (then eager
+    AOTAutograd), and the list that gets, per graph the pass saw, the names of the values its
+    result computes channels-last (empty: no conversion). Dynamo is reset first."""
+    from refimpl.layout.backend import make_layout_backend
+
+    seen: list[list[str]] = []
+
+    def recording(gm, example_inputs):
+        out = pass_fn(gm, example_inputs)
+        seen.append(converted_values(out, list(example_inputs)))
+        return out
+
+    torch._dynamo.reset()
+    return torch.compile(module, backend=make_layout_backend(recording)), seen

@@ -107,3 +107,15 @@ def assert_same_results(output, grads, ref_output, ref_grads, why: str,
     for i, (g, r) in enumerate(zip(grads, ref_grads)):
         assert close(g, r), (f"{why}\ngradient of input {i}: expected {reference}'s\n{r}\n"
                              f"observed\n{g}")
+
+
+def measured(compiled, spec) -> tuple[int, torch.Tensor, list]:
+    """(saved bytes by the meter, output, input gradients) of one run of ``compiled`` on
+    ``spec``'s inputs, seeded (``manual_seed(0)``) so random draws repeat across runs."""
+    from refimpl.memory import measure_saved
+
+    inputs = spec.inputs(0)
+    torch.manual_seed(0)
+    report = measure_saved(compiled, *inputs)
+    report.outputs.backward()
+    return report.bytes, report.outputs.detach(), [x.grad for x in inputs]

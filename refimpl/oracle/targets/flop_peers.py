@@ -149,3 +149,13 @@ class PeerBackend:
 
 def families(*names: str) -> frozenset[str]:
     return frozenset(names)
+
+
+#: DeepSpeed's flops profiler and calflops (derived from it) patch torch's functionals and
+#: report MACs of matrix products without bias; RNN module hooks add gate arithmetic to
+#: their FLOPs only.
+PATCHED_FUNCTIONALS = FlopConventions(
+    "MAC", counted=families("linear", "linear_fn", "conv", "conv_transpose", "sdpa", "mha",
+                            "matmul"),
+    estimated=families("lstm", "gru"),
+    notes="patched functionals; the adapter reads its MACs; RNNs only in its FLOPs")

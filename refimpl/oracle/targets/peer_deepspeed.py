@@ -10,17 +10,13 @@ from __future__ import annotations
 
 from deepspeed.profiling.flops_profiler import get_model_profile
 
-from refimpl.oracle.targets.flop_peers import FlopConventions, PeerBackend, families
+from refimpl.oracle.targets.flop_peers import PATCHED_FUNCTIONALS, PeerBackend
 
 
 class DeepspeedBackend(PeerBackend):
     name = "deepspeed"
     package = "deepspeed"
-    flop_conventions = FlopConventions(
-        "MAC", counted=families("linear", "linear_fn", "conv", "conv_transpose", "sdpa", "mha",
-                                "matmul"),
-        estimated=families("lstm", "gru"),
-        notes="patched functionals; the adapter reads its MACs; RNNs only in its FLOPs")
+    flop_conventions = PATCHED_FUNCTIONALS
 
     def count(self, model, inputs):
         _flops, macs, _params = get_model_profile(
