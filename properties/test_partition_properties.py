@@ -83,7 +83,10 @@ def check_within_budget_and_exact(backend, spec: ProgramSpec, budget: float) -> 
         drew = [name for name, (ref_out, _) in references.items() if close(out, ref_out)]
         assert drew, (f"{why}\noutput: expected one of {[o for o, _ in references.values()]}"
                       f" (eager, the no-recompute reference), observed {out}")
-        references = {drew[0]: references[drew[0]]}
+        # Both outputs can be close (a sum of cosines of different draws, 8e-7 apart, found
+        # at 1,000 examples): the nearest is the one whose draws the target's forward made.
+        nearest = min(drew, key=lambda n: (out - references[n][0]).abs().max().item())
+        references = {nearest: references[nearest]}
     (name, (ref_out, ref_grads)), = references.items()
     assert_same_results(out, grads, ref_out, ref_grads, why, name)
 

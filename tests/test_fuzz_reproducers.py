@@ -3,6 +3,7 @@ loaded, and rebuild examples holding tensors without the example database."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -92,6 +93,21 @@ def test_a_tensor_example_is_rebuilt_without_the_database(campaign: Path, tmp_pa
     assert "replaying through pytest" not in done.stdout
     # rebuilt exactly: the assertion shows the shrunk tensor's sum
     assert "REPRODUCED" in done.stdout and "assert" in done.stdout
+
+
+def test_a_replay_through_pytest_saves_nothing_where_it_runs(campaign: Path, tmp_path: Path):
+    """Without its arguments file, a tensor example replays through pytest (and the
+    example database); that replay fails again but writes no saved-examples/ folder into
+    the directory it runs in (it used to, for want of REFIMPL_FUZZ_SAVED)."""
+    row = report_of(campaign / "o")["test_tensor_argument"]
+    text = Path(row["reproducer"]).read_text()
+    arguments = re.search(r"arguments='([^']+)'", text).group(1)
+    copy = tmp_path / "repro.py"
+    copy.write_text(text.replace(arguments, str(tmp_path / "gone.pt")))
+    done = _replay(str(copy), tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "replaying through pytest" in done.stdout
+    assert not (tmp_path / "saved-examples").exists()
 
 
 def test_a_reproducer_whose_target_cannot_load_exits_2(campaign: Path, tmp_path: Path):

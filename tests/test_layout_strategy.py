@@ -12,7 +12,7 @@ import torch
 from hypothesis import Phase, given, settings
 
 from refimpl.layout import LayoutOptions, decide_layout
-from refimpl.strategies.nets import HEADS, TAILS, ConvNetSpec, LayerSpec, conv_nets
+from refimpl.strategies.nets import CHANNELS, HEADS, TAILS, ConvNetSpec, LayerSpec, conv_nets
 
 
 def _train_step(module, x):
@@ -116,3 +116,34 @@ def test_gradients_zero_by_construction_are_found():
     assert_noise_only(torch.full((3,), 1e-6), 1.0, "noise")
     with pytest.raises(AssertionError, match="zero by construction"):
         assert_noise_only(torch.full((3,), 1e-2), 1.0, "not noise")
+
+
+def test_a_training_conv_after_very_wide_channels_can_be_drawn():
+    """Pins a strategy bug a 1,000-example campaign found: after a depthwise conv doubled the
+    channels to 2 x 128 or more, no width in CHANNELS was "not halving", and drawing the next
+    training conv raised ``InvalidArgument: Cannot sample from a length-zero sequence``."""
+    from hypothesis import find
+
+    from refimpl.strategies.nets import _conv
+
+    layer = find(_conv(256, 8, training=True), lambda layer: True,
+                 settings=settings(database=None))
+    assert layer.kind == "conv" and 2 * layer.out_channels > 256
+
+
+def test_training_nets_draw_without_error_at_campaign_scale():
+    """Drawing alone (no module is built), many times: the 5 and 10 examples of the meta-tests
+    above build modules and are too few to reach rare draws such as a wide conv then a doubling
+    depthwise one; this is how the bug pinned above would have been caught before a campaign."""
+    widest = []
+    search = settings(database=None, max_examples=1500, phases=(Phase.generate,),
+                      derandomize=True, deadline=None)
+
+    @search
+    @given(spec=conv_nets(training=True))
+    def draw(spec):
+        widths = [layer.out_channels for layer in spec.layers if layer.kind == "conv"]
+        widest.append(max(widths))
+
+    draw()
+    assert max(widest) >= 2 * max(CHANNELS), "no draw reached 2 x the widest width"

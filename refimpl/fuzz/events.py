@@ -13,6 +13,9 @@ Loaded with ``-p refimpl.fuzz.events`` in each worker; it reads these environmen
 ``REFIMPL_FUZZ_CURRENT``   a file rewritten before every example with the example's call, so
                            that the parent can write a reproducer when it has to kill a worker
                            stuck where the per-example limit cannot interrupt it.
+``REFIMPL_FUZZ_SAVED``     the folder where the arguments of a failing example are pickled
+                           (``refimpl fuzz`` sets ``--out/examples``); unset, as when a
+                           reproducer replays one example, nothing is saved.
 ``REFIMPL_FUZZ_SKIP``      a reason: every collected property is skipped with it (the target
                            lacks the component; nothing runs, nothing can pass).
 
@@ -74,7 +77,8 @@ class _Recorder:
             # Saved here, outside the traced test call, so that Hypothesis's explain phase
             # does not report the harness's own lines as "only run by failing test cases".
             self.failing = observation.representation
-            save_arguments(_worker.saved, self.nodeid, self.arguments)
+            if _worker.saved is not None:
+                save_arguments(_worker.saved, self.nodeid, self.arguments)
         if observation.status == "gave_up" or observation.how_generated.startswith(_NOT_SEARCH):
             return  # rejected draws, shrink and explain attempts are not examples
         self.examples += 1
@@ -95,7 +99,8 @@ class _Worker:
         self.timeout = float(os.environ.get("REFIMPL_FUZZ_TIMEOUT") or 0)
         current = os.environ.get("REFIMPL_FUZZ_CURRENT")
         self.current = Path(current) if current else None
-        self.saved = Path(os.environ.get("REFIMPL_FUZZ_SAVED") or "saved-examples")
+        saved = os.environ.get("REFIMPL_FUZZ_SAVED")
+        self.saved = Path(saved) if saved else None
         self.skip = os.environ.get("REFIMPL_FUZZ_SKIP")
         self.in_example = False
         self.stopping = False

@@ -81,9 +81,15 @@ class TorchBackend:
         return counter.get_total_flops()
 
     def compile(self, fn, *, memory_budget=None):
+        """torch's partitioner at ``memory_budget``. Each call compiles anew: dynamo caches
+        graphs per code object and does not guard on the budget, so compiling ``fn`` itself
+        again would reuse the first compile's plan (and, past the recompile limit, run
+        eagerly); ``fresh_entry`` gives each compile a new code object, as refimpl's does."""
         import torch._functorch.config as fconfig
 
-        compiled = torch.compile(fn, backend="aot_eager_decomp_partition")
+        from refimpl.partition.api import fresh_entry
+
+        compiled = torch.compile(fresh_entry(fn), backend="aot_eager_decomp_partition")
         budget = 1.0 if memory_budget is None else memory_budget
 
         @functools.wraps(fn)

@@ -5,7 +5,7 @@
 
 Never without refimpl's plan: dynamo keeps its compiled graphs per code object and, past its
 recompile limit (8), silently runs a frame eagerly. So each :func:`compile` hands dynamo a
-fresh code object (:func:`_fresh_entry`: a new one per call of ``compile``, so a budget sweep
+fresh code object (:func:`fresh_entry`: a new one per call of ``compile``, so a budget sweep
 never accumulates entries on one), calls run with dynamo's
 ``fail_on_recompile_limit_hit`` on (a frame past the limit raises instead of running
 eagerly), and a compiled call that reached no graph of the backend raises.
@@ -52,7 +52,7 @@ def _check_outputs(fn: Callable[..., Any], out: Any) -> Any:
     return out
 
 
-def _fresh_entry(fn: Callable[..., Any]) -> Callable[..., Any]:
+def fresh_entry(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` behind a function whose code object is new, so that dynamo's per-code cache
     (and its recompile limit) starts empty for this compile; ``fn`` is inlined into it."""
     def entry(*args: Any, **kwargs: Any) -> Any:
@@ -85,7 +85,7 @@ def compile(fn: Callable[..., Any], *, memory_budget: float | None = None,
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     backend = DynamoBackend(_options(memory_budget, runtime_estimator, solver))
-    compiled = torch.compile(_fresh_entry(fn), backend=backend)
+    compiled = torch.compile(fresh_entry(fn), backend=backend)
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -101,7 +101,7 @@ def _joint_graph(fn: Callable[..., Any], args: tuple, kwargs: dict,
     graphs: list[JointGraph] = []
     plans: list[Plan] = []
     backend = DynamoBackend(options, on_plan=plans.append, on_graph=graphs.append)
-    compiled = torch.compile(_fresh_entry(fn), backend=backend, fullgraph=True)
+    compiled = torch.compile(fresh_entry(fn), backend=backend, fullgraph=True)
     with torch.enable_grad():
         _run_with_plan(compiled, backend, fn, args, kwargs)
     if not graphs:

@@ -157,8 +157,9 @@ def prepare(joint_module: fx.GraphModule, num_fwd_outputs: int, options: Partiti
     if options.cse:
         from refimpl.cse import fx_graph_cse
 
-        joint_module.graph = fx_graph_cse(joint_module.graph)
-    joint_module.recompile()
+        joint_module.graph = fx_graph_cse(joint_module.graph)  # the setter recompiles
+    else:
+        joint_module.recompile()
     estimate = cost.runtime_estimator(options.runtime_estimator, options.profile_repeats)
     return joint_graph_from_fx(joint_module, num_fwd_outputs, estimate)
 

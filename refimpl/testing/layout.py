@@ -68,6 +68,25 @@ def assert_noise_only(actual: torch.Tensor, scale: float, what: str, rel: float 
                                      f"|value| <= {rel * scale:.3g}, observed {observed:.3g}")
 
 
+def run_channels_last(module, x: torch.Tensor, step):
+    """``step(m, x)`` on copies of ``module`` and ``x`` in channels-last memory format:
+    eager's own computation with torch's channels-last kernels, which round differently
+    from the contiguous ones (a second eager reference for a layout pass's values).
+
+    None where eager rejects that run: ``.view`` of a channels-last tensor ("view size is
+    not compatible"), as in a module that flattens its conv output by ``view``; a layout
+    pass keeps eager's strides there, so contiguous eager is the only reference."""
+    import copy
+
+    cl_module = copy.deepcopy(module).to(memory_format=torch.channels_last)
+    try:
+        return step(cl_module, x.clone().to(memory_format=torch.channels_last))
+    except RuntimeError as exc:
+        if "view size is not compatible" in str(exc):
+            return None
+        raise
+
+
 def compile_with(pass_fn, module):
     """``module`` compiled with the layout pass ``pass_fn`` on its dynamo graph (then eager
     AOTAutograd), and the list that gets, per graph the pass saw, the names of the values its

@@ -26,28 +26,19 @@ graph's outputs in eager's layout).
 from __future__ import annotations
 
 import functools
-import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import fx
 
+from refimpl.partition.api import fresh_entry
+
 NO_GPU_LAYOUT = "inductor optimises conv layouts only on GPU; no CUDA device here"
 
 
 class RanEagerly(RuntimeError):
     """A compiled call that reached no inductor graph (dynamo ran it eagerly)."""
-
-
-def _fresh_code(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` behind a function with a code object of its own, so that dynamo's per-code
-    cache (and its recompile limit) starts empty for each ``compile``."""
-    def entry(*args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **kwargs)
-
-    code = entry.__code__.replace(co_name=f"inductor_target_{id(object())}")
-    return types.FunctionType(code, entry.__globals__, code.co_name, None, entry.__closure__)
 
 
 def _check_budget(memory_budget: float | None) -> float:
@@ -83,7 +74,7 @@ class InductorBackend:
             graphs.append(gm)  # config_patches reach the backward, compiled out of scope
             return compile_fx(gm, example_inputs, config_patches={"fallback_random": True})
 
-        compiled = torch.compile(_fresh_code(fn), backend=inductor)
+        compiled = torch.compile(fresh_entry(fn), backend=inductor)
 
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
