@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from refimpl.partition.cut import Cut, cut_of
-from refimpl.partition.errors import InfeasibleBudget, NoFiniteCut
+from refimpl.partition.errors import InfeasibleBudget
 from refimpl.partition.graph import JointGraph
-from refimpl.partition.mincut import Network, max_flow_source_side, saves_itself
+from refimpl.partition.mincut import min_cut_saves, saves_itself
 
 __all__ = ["LagrangianResult", "lagrangian_cut", "parametric_plan"]
 
@@ -101,30 +101,17 @@ def _min_cut(graph: JointGraph, units: _Units, multiplier: Fraction, banned: set
     if multiplier < 0:
         raise ValueError(f"multiplier={multiplier} must be >= 0 (cost units per byte)")
     side = graph.forward_side()
-    index = {n.name: i for i, n in enumerate(side)}
     scaled = multiplier * units.scale  # λ in (1/d cost units) per byte, as p / q
     per_byte, per_cost = scaled.numerator, scaled.denominator
     costs = [units.units.get(n.name, 0) * per_cost for n in side]
     sizes = [n.bytes * per_byte if saves_itself(graph, n, banned, unsavable) else None
              for n in side]
     infinite = sum(costs) + sum(s for s in sizes if s is not None) + 1
-    source, sink = 2 * len(side), 2 * len(side) + 1
-    net = Network(2 * len(side) + 2)
-    for name in graph.read_by_backward():
-        net.add_edge(2 * index[name] + 1, sink, infinite)
-    for i, node in enumerate(side):
-        net.add_edge(2 * i, 2 * i + 1, infinite if sizes[i] is None else sizes[i])
-        fixed = node.role == "primal" or node.name in banned
-        if fixed or costs[i]:
-            net.add_edge(source, 2 * i, infinite if fixed else costs[i])
-        for user in node.users:
-            if user in index:
-                net.add_edge(2 * i + 1, 2 * index[user], infinite)
-    flow, reach = max_flow_source_side(net, source, sink)
-    if flow >= infinite:
-        raise NoFiniteCut("the backward needs a value that can be neither saved nor "
-                          "recomputed (a banned node that may not be saved)")
-    saved = {n.name for i, n in enumerate(side) if 2 * i in reach and 2 * i + 1 not in reach}
+    save = [infinite if size is None else size for size in sizes]
+    source = [infinite if n.role == "primal" or n.name in banned else cost
+              for n, cost in zip(side, costs)]
+    saved = set(min_cut_saves(graph, side, save, source, infinite,
+                              "a banned node that may not be saved"))
     return cut_of(graph, saved)
 
 

@@ -28,7 +28,8 @@ from collections import deque
 from refimpl.partition.errors import NoFiniteCut
 from refimpl.partition.graph import JointGraph, JointNode
 
-__all__ = ["Network", "NoFiniteCut", "max_flow_source_side", "save_set", "saves_itself"]
+__all__ = ["Network", "NoFiniteCut", "max_flow_source_side", "min_cut_saves", "save_set",
+           "saves_itself"]
 
 
 class Network:
@@ -120,22 +121,36 @@ def save_set(graph: JointGraph, banned: set[str], unsavable: set[str] = frozense
     """Names of the forward-side values a minimum cut saves, given the nodes that may not be
     recomputed (``banned``) and those that may not be saved (``unsavable``)."""
     side = graph.forward_side()
-    index = {n.name: i for i, n in enumerate(side)}
-    source, sink = 2 * len(side), 2 * len(side) + 1
     infinite = sum(n.bytes for n in side if n.savable) + 1
+    save = [_capacity(graph, n, banned, unsavable, infinite) for n in side]
+    source = [infinite if n.role == "primal" or n.name in banned else 0 for n in side]
+    return min_cut_saves(graph, side, save, source, infinite,
+                         "a random or must-save op inside a region marked recompute, or a "
+                         "banned tuple-valued op used directly")
+
+
+def min_cut_saves(graph: JointGraph, side: list[JointNode], save: list[int],
+                  source: list[int], infinite: int, why_infinite: str) -> list[str]:
+    """The saved names of a minimum cut of the network of the module docstring over
+    ``side`` (``graph.forward_side()``): ``save[i]`` is the capacity of ``v.in -> v.out``
+    (what saving ``v`` costs), ``source[i]`` that of ``source -> v.in`` (0: no edge;
+    ``infinite``: ``v`` may not be recomputed; else what recomputing it costs, as
+    :mod:`refimpl.partition.lagrangian` charges). Raises :class:`NoFiniteCut`, naming
+    ``why_infinite``, when every cut is infinite."""
+    index = {n.name: i for i, n in enumerate(side)}
+    source_vertex, sink = 2 * len(side), 2 * len(side) + 1
     net = Network(2 * len(side) + 2)
     for name in graph.read_by_backward():
         net.add_edge(2 * index[name] + 1, sink, infinite)
     for i, node in enumerate(side):
-        net.add_edge(2 * i, 2 * i + 1, _capacity(graph, node, banned, unsavable, infinite))
-        if node.role == "primal" or node.name in banned:
-            net.add_edge(source, 2 * i, infinite)
+        net.add_edge(2 * i, 2 * i + 1, save[i])
+        if source[i]:
+            net.add_edge(source_vertex, 2 * i, source[i])
         for user in node.users:
             if user in index:
                 net.add_edge(2 * i + 1, 2 * index[user], infinite)
-    flow, reach = max_flow_source_side(net, source, sink)
+    flow, reach = max_flow_source_side(net, source_vertex, sink)
     if flow >= infinite:
         raise NoFiniteCut("the backward needs a value that can be neither saved nor "
-                          "recomputed (a random or must-save op inside a region marked "
-                          "recompute, or a banned tuple-valued op used directly)")
+                          f"recomputed ({why_infinite})")
     return [n.name for i, n in enumerate(side) if 2 * i in reach and 2 * i + 1 not in reach]
