@@ -84,6 +84,10 @@ class ConvNet(nn.Module):
         super().__init__()
         self.kinds = [layer.kind for layer in spec.layers]
         self.tail = spec.tail
+        # True in the channels-last eager reference (refimpl.testing.layout): the body's
+        # output is made contiguous before the tail, where a layout pass restores eager's
+        # strides too (eager refuses ``view(-1)`` of a channels-last tensor).
+        self.contiguous_tail = False
         mods, channels = [], spec.in_channels
         for layer in spec.layers:
             mods.append(_make_layer(layer, channels))
@@ -94,6 +98,8 @@ class ConvNet(nn.Module):
     def forward(self, x: torch.Tensor):
         for kind, mod in zip(self.kinds, self.body):
             x = torch.relu(mod(x) + x) if kind == "residual" else mod(x)
+        if self.contiguous_tail and self.head is None and self.tail != "none":
+            x = x.contiguous()
         if self.head is not None:
             x = self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
         if self.tail == "view":

@@ -73,18 +73,16 @@ def run_channels_last(module, x: torch.Tensor, step):
     eager's own computation with torch's channels-last kernels, which round differently
     from the contiguous ones (a second eager reference for a layout pass's values).
 
-    None where eager rejects that run: ``.view`` of a channels-last tensor ("view size is
-    not compatible"), as in a module that flattens its conv output by ``view``; a layout
-    pass keeps eager's strides there, so contiguous eager is the only reference."""
+    A :class:`refimpl.strategies.nets.ConvNet` whose tail views or mutates its conv output
+    gets that output made contiguous first (``contiguous_tail``): a layout pass restores
+    eager's strides there, and eager itself refuses ``view(-1)`` of a channels-last tensor.
+    """
     import copy
 
     cl_module = copy.deepcopy(module).to(memory_format=torch.channels_last)
-    try:
-        return step(cl_module, x.clone().to(memory_format=torch.channels_last))
-    except RuntimeError as exc:
-        if "view size is not compatible" in str(exc):
-            return None
-        raise
+    if hasattr(cl_module, "contiguous_tail"):
+        cl_module.contiguous_tail = True
+    return step(cl_module, x.clone().to(memory_format=torch.channels_last))
 
 
 def compile_with(pass_fn, module):
