@@ -62,7 +62,8 @@ def check_same(expected, actual, fp64, what: str, spec: ConvNetSpec, *, outputs:
                      if isinstance(t, torch.Tensor) and t.numel() and not z), default=0.0)
         for i, (a, z) in enumerate(zip(actual, zero)):
             if z:
-                assert_noise_only(a, scale, f"{what} #{i}")
+                assert_noise_only(a, scale, f"{what} #{i}",
+                                  references=(expected[i], channels_last[i]))
         expected, actual, fp64, channels_last = (
             [None if z else t for t, z in zip(ts, zero)]
             for ts in (expected, actual, fp64, channels_last))

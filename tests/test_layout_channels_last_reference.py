@@ -117,3 +117,24 @@ def test_a_view_tail_gets_a_channels_last_reference_made_contiguous_before_the_v
     assert all(torch.equal(a, c) for a, c in zip(actual, channels_last))
     _properties().test_training_outputs_and_gradients_match_eager.hypothesis.inner_test(
         load_backend("refimpl"), VIEW_TAIL)
+
+
+STACKED_NORMS = ConvNetSpec(batch=2, in_channels=3, size=4, layers=(
+    LayerSpec("conv", 3, 1, 1, 3), LayerSpec("relu"), LayerSpec("bn"), LayerSpec("bn"),
+    LayerSpec("bn")))
+
+
+def test_a_value_zero_by_construction_may_be_as_noisy_as_eagers():
+    """Shrunk on torch 2.14.1 at example 917: three training batch norms in a row. The
+    second norm's bias gradient is zero by construction (1.5e-10 in float64), yet eager
+    itself gives 0.141, past the old bound of 1e-3 x the largest result (0.0112). The pass
+    leaves this net alone, so the compiled value is eager's; it must pass."""
+    step = _properties()._train_step
+    module, x = STACKED_NORMS.build().train(), STACKED_NORMS.example_input()
+    fp64 = step(copy.deepcopy(module).double(), x.double())
+    eager = step(module, x)
+    noisy = [i for i, (e, r) in enumerate(zip(eager, fp64))
+             if r.abs().max() < 1e-9 and e.abs().max() > 0.1]
+    assert noisy, "eager is no longer noisy here: the case tests nothing"
+    _properties().test_training_outputs_and_gradients_match_eager.hypothesis.inner_test(
+        load_backend("refimpl"), STACKED_NORMS)

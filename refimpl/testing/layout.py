@@ -60,12 +60,26 @@ def zero_by_construction(fp64: list[Any], rel: float = 1e-9) -> list[bool]:
             and t.abs().max().item() <= rel * scale for t in fp64]
 
 
-def assert_noise_only(actual: torch.Tensor, scale: float, what: str, rel: float = 1e-3) -> None:
-    """A value that is zero by construction must come out as noise: |actual| <= rel * scale,
-    ``scale`` the largest magnitude among the run's other results."""
+#: How much noisier than eager's own a value zero by construction may come out: dynamo's
+#: accuracy rule allows a compiled result 3x eager's error (refimpl.testing.same).
+NOISE_MULTIPLIER = 3.0
+
+
+def assert_noise_only(actual: torch.Tensor, scale: float, what: str, rel: float = 1e-3,
+                      references: tuple = ()) -> None:
+    """A value that is zero by construction must come out as noise: |actual| <= rel * scale
+    (``scale`` the largest magnitude among the run's other results), or no more than
+    NOISE_MULTIPLIER times the noise an eager reference run itself gives for it (found at
+    1,000 examples: three training batch norms in a row, where eager's own bias gradient
+    is 0.141 against a float64 1.5e-10)."""
     observed = actual.abs().max().item() if actual.numel() else 0.0
-    assert observed <= rel * scale, (f"{what}: zero by construction (float64), expected "
-                                     f"|value| <= {rel * scale:.3g}, observed {observed:.3g}")
+    eager_noise = max((r.abs().max().item() for r in references
+                       if isinstance(r, torch.Tensor) and r.numel()), default=0.0)
+    bound = max(rel * scale, NOISE_MULTIPLIER * eager_noise)
+    assert observed <= bound, (f"{what}: zero by construction (float64), expected "
+                               f"|value| <= {bound:.3g} (max of {rel:g} x {scale:.3g} and "
+                               f"{NOISE_MULTIPLIER:g} x eager's noise {eager_noise:.3g}), "
+                               f"observed {observed:.3g}")
 
 
 def run_channels_last(module, x: torch.Tensor, step):
