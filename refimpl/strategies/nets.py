@@ -123,13 +123,13 @@ WIDE = tuple(c for c in CHANNELS if c > 64)
 @st.composite
 def _conv(draw, channels: int, size: int, training: bool = False, first: bool = False
           ) -> LayerSpec:
-    """A conv from ``channels``. In training: never channel-reducing by 2x or more (a conv
-    wider than twice every entry of CHANNELS keeps its width), and the first conv is wide
+    """A conv from ``channels``. In training: never channel-reducing by 2x or more (from
+    twice the widest entry of CHANNELS or more, a conv keeps its width), and the first conv is wide
     (> 64 channels) three times in four, so most nets are converted."""
     if training:
         wide_first = first and draw(st.sampled_from((True, True, True, False)))
-        # After depthwise convs that double their channels, ``channels`` can exceed twice
-        # every entry of CHANNELS: then the conv keeps its width.
+        # After a depthwise conv doubles 128 channels, no entry of CHANNELS is over half of
+        # ``channels``: then the conv keeps its width.
         not_halving = tuple(c for c in CHANNELS if 2 * c > channels) or (channels,)
         out = draw(st.sampled_from(WIDE if wide_first else not_halving))
     else:
