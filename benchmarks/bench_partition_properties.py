@@ -9,14 +9,14 @@ Both sides check the same derandomised examples (``programs()`` and a budget) ag
   compiled at the budget and at 1.0, refimpl compiled at 0.0 and 1.0 for the bound (each
   after ``torch._dynamo.reset()``), eager, and the no-recompute reference compiled again
   when eager's output does not match;
-* ``after``: :func:`properties.test_partition_properties.check_within_budget_and_exact`,
+* ``after``: `refimpl.properties.test_partition_properties.check_within_budget_and_exact`,
   whose reference side is ONE trace (brute force and the no-recompute reference together),
   plus one compile of the target.
 
 A failing example (torch breaks the bound and the random draws: docs/findings.md) costs its
 time like any other and is counted. ``extra_info`` holds examples/s of each and the ratio
 (goal: after / before >= 3). Today's figure, measured before the change with the property
-itself (``CI=true pytest properties/test_partition_differential.py --refimpl-target torch``,
+itself (``CI=true pytest refimpl/properties/test_partition_differential.py --refimpl-target torch``,
 torch 2.13.0, generate phase): 6 examples in 15.5 s, 0.39 examples/s.
 
     OMP_NUM_THREADS=1 python -m pytest benchmarks/bench_partition_properties.py \
@@ -26,9 +26,7 @@ torch 2.13.0, generate phase): 6 examples in 15.5 s, 0.39 examples/s.
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -38,9 +36,8 @@ from hypothesis import strategies as st
 import refimpl
 from refimpl.oracle import load_backend
 from refimpl.partition.partitioner import budget_bound
+from refimpl.properties.test_partition_properties import check_within_budget_and_exact
 from refimpl.strategies.programs import ProgramSpec, programs
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "properties"))
 
 EXAMPLES = 8
 BUDGETS = st.sampled_from([0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5])
@@ -92,8 +89,6 @@ def before(backend, spec: ProgramSpec, budget: float) -> None:
 
 # ---- after: the property's own check ----------------------------------------------------
 def after(backend, spec: ProgramSpec, budget: float) -> None:
-    from test_partition_properties import check_within_budget_and_exact
-
     check_within_budget_and_exact(backend, spec, budget)
 
 

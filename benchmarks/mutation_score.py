@@ -2,7 +2,7 @@
 
 A mutant is refimpl with one small change (an operator, a constant, a comparison, a boolean)
 made by cosmic-ray. The *killing suite* of a component is its target properties (the tests in
-``properties/test_<component>*.py`` that take the ``refimpl_backend`` fixture), run against
+``refimpl/properties/test_<component>*.py`` that take the ``refimpl_backend`` fixture), run against
 refimpl under the ``ci`` Hypothesis profile, stopping at the first failure. A mutant is killed
 when that suite fails (or times out), survives when it passes. The score of a component is
 ``killed / (killed + survived - equivalent)``, where ``equivalent`` are the survivors argued
@@ -97,7 +97,7 @@ EQUIVALENT: dict[str, str] = {
 #: What the fork server imports before forking (never refimpl: the children import the mutant).
 PRELOADED = ("torch", "torch.fx", "torch._dynamo", "numpy", "scipy")
 
-COPIED = ["refimpl", "properties", "conftest.py", "pyproject.toml", "setup.cfg", "benchmarks"]
+COPIED = ["refimpl", "conftest.py", "pyproject.toml", "setup.cfg", "benchmarks"]
 
 
 @dataclass(frozen=True)
@@ -147,9 +147,9 @@ def pytest_collection_modifyitems(config, items):
 def killing_args(work: Path, component: str) -> list[str]:
     """pytest's arguments for the component's killing suite (paths relative to ``work``)."""
     files = sorted(p.relative_to(work).as_posix()
-                   for p in (work / "properties").glob(f"test_{component}*.py"))
+                   for p in (work / "refimpl" / "properties").glob(f"test_{component}*.py"))
     if not files:
-        raise SystemExit(f"component={component!r}: no properties/test_{component}*.py")
+        raise SystemExit(f"component={component!r}: no refimpl/properties/test_{component}*.py")
     return ["-x", "-q", "-p", "no:cacheprovider", "-p", "mutation_score",
             "--refimpl-target", "refimpl", *files]
 

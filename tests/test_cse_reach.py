@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from refimpl.cse.soundness import naive_duplicates
 from refimpl.strategies import GraphOptions, op_graphs
 
-OPTIONS = {  # the strategies of properties/test_cse.py
+OPTIONS = {  # the strategies of refimpl/properties/test_cse.py
     "default": GraphOptions(),
     "deterministic": GraphOptions(families=("unary", "binary", "constant", "reduction", "list",
                                             "matmul", "view", "inplace")),

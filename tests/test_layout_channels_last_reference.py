@@ -19,13 +19,12 @@ So refimpl is right, and the property's single contiguous reference was wrong.
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from refimpl.oracle import load_backend
+from refimpl.properties import test_layout
 from refimpl.strategies.nets import ConvNetSpec, LayerSpec
 from refimpl.testing.layout import compile_with, run_channels_last
 from refimpl.testing.same import mismatch
@@ -48,9 +47,6 @@ def one_thread():
 
 
 def _properties():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "properties"))
-    import test_layout
-
     return test_layout
 
 

@@ -10,12 +10,10 @@ whose gradients are exactly the no-recompute reference's. It now takes the neare
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
 
 from refimpl.oracle import load_backend
+from refimpl.properties import test_partition_properties
 from refimpl.strategies.programs import ProgramSpec, Step
 from refimpl.testing.partition_brute import trace_reference
 from refimpl.testing.partition_expect import close, measured
@@ -48,8 +46,5 @@ def test_two_references_with_close_outputs_and_different_gradients():
 
 
 def test_the_property_passes_on_the_shrunk_example():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "properties"))
-    import test_partition_properties
-
     test_partition_properties.check_within_budget_and_exact(load_backend("refimpl"), SPEC,
                                                            0.05)

@@ -90,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-shrink", dest="shrink", action="store_false",
                         help="report failures unshrunk (faster; larger reproducers)")
     parser.add_argument("--properties", type=Path, default=None,
-                        help="the property suite's folder (default: properties/ of the source)")
+                        help="the property suite's folder (default: refimpl.properties)")
     parser.add_argument("--engine", choices=ENGINES, default="runner",
                         help="runner (default; bounded runs) or hypofuzz (long campaigns on "
                              "many machines; pip install 'refimpl[hypofuzz]', see its licence)")

@@ -95,7 +95,7 @@ class GraphSpec:
         for spec in self.nodes:
             kind = VOCABULARY[spec.op]
             emit = kind.emit if self.style == "aten" else kind.emit_torch
-            last = next(reversed(graph.nodes))  # a placeholder at least
+            last = next(iter(reversed(graph.nodes)))  # a placeholder at least (iter: torch < 2.13)
             values.append(emit(graph, [values[i] for i in spec.inputs], spec.params))
             node = values[-1]
             while node is not last:
