@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from refimpl import __version__
+
 #: subcommand -> module that implements it.
 COMMANDS: dict[str, str] = {
     "flops": "refimpl.flops.cli",
@@ -20,6 +22,10 @@ COMMANDS: dict[str, str] = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="refimpl", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--version", action="version", version=f"refimpl {__version__}",
+        help="print refimpl's version and exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         try:
