@@ -48,7 +48,7 @@ def _pins(path: Path) -> dict[str, str]:
 
 
 def test_ci_tests_both_torch_releases():
-    """CI's two releases (DESIGN.md "Torch releases"): the README's install pins 2.13.0 through
+    """CI's two releases (docs/design.md "Torch releases"): the README's install pins 2.13.0 through
     constraints.txt; the second stage and the tox env pin 2.14.1 with torchvision 0.29.1."""
     assert _pins(ROOT / "constraints.txt") == {"torch": "2.13.0"}
     assert _pins(ROOT / "constraints-2.14.txt") == {"torch": "2.14.1", "torchvision": "0.29.1"}
