@@ -175,7 +175,7 @@ def _merge_pass(graph: fx.Graph) -> MergePass:
     first_with_key: dict[Hashable, fx.Node] = {}
     refused = 0
 
-    def value_key(value: fx.Node) -> Hashable:
+    def value_key(value: fx.Node) -> tuple:
         rep = representative[value]
         return rep, storage.writes[storage.root(rep)]
 

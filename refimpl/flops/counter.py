@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import warnings
 from collections import defaultdict
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import torch
 from torch._ops import HigherOrderOperator, OpOverload
@@ -131,7 +132,7 @@ class FlopCounterMode:
             raise
         return self
 
-    def __exit__(self, *exc_info: Any) -> bool:
+    def __exit__(self, *exc_info: Any) -> Literal[False]:
         mode, self._mode = self._mode, None
         try:
             if mode is not None:
@@ -142,7 +143,7 @@ class FlopCounterMode:
             print(self.get_table(self.depth))
         return False
 
-    def _count_apart(self, fn: Any) -> tuple[Any, dict[str, dict[Any, int]]]:
+    def _count_apart(self, fn: Any) -> tuple[Any, Mapping[str, Mapping[Any, int]]]:
         """Run ``fn`` with fresh counts; return its result and the counts it made."""
         saved = self.flop_counts
         self.flop_counts = defaultdict(lambda: defaultdict(int))
@@ -152,7 +153,7 @@ class FlopCounterMode:
             delta, self.flop_counts = self.flop_counts, saved
         return out, delta
 
-    def _add_upper_bound(self, deltas: list[dict[str, dict[Any, int]]]) -> None:
+    def _add_upper_bound(self, deltas: list[Mapping[str, Mapping[Any, int]]]) -> None:
         """Add, per (module, op), the largest of the alternatives' counts."""
         for name in set().union(*deltas):
             per_op = [d.get(name, {}) for d in deltas]

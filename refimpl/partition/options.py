@@ -79,7 +79,8 @@ class PartitionOptions:
         values = {
             "memory_budget": fconfig.activation_memory_budget,
             "runtime_estimator": fconfig.activation_memory_budget_runtime_estimator,
-            "solver": DEFAULT_SOLVER if fconfig._is_default(name) else getattr(fconfig, name),
+            "solver": (DEFAULT_SOLVER if fconfig._is_default(name)  # type: ignore[attr-defined]
+                       else getattr(fconfig, name)),
             "cse": fconfig.cse,
         }
         values.update(overrides)
