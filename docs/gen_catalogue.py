@@ -1,0 +1,172 @@
+"""Generate the property catalogue (docs/properties.md) from the property suite itself.
+
+For each component (``refimpl.oracle.backend.COMPONENTS``) the catalogue lists the files
+``refimpl fuzz`` runs for it (``refimpl.fuzz.suite.component_files``), each property's
+docstring read from the source with ``ast`` (nothing is imported or run), the built-in targets
+whose backend class provides the component's method, and, when a ``report.json`` written by
+``refimpl fuzz`` is given, each property's reach and example count in that campaign.
+
+Invariant: every ``test_*`` function of every component's file appears exactly once, under
+its file's docstring (which states what the file's properties check); a property without a
+docstring of its own says so in the page rather than showing an empty cell.
+
+Run by MkDocs (``hooks:`` in mkdocs.yml: the page is generated at build time, set
+``REFIMPL_CATALOGUE_REPORT=path/to/report.json`` for the reach column) or by hand:
+
+    python docs/gen_catalogue.py [--report fuzz-out/report.json] [--write docs/properties.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from refimpl.fuzz.suite import component_files, default_properties_dir
+from refimpl.oracle.backend import COMPONENTS
+from refimpl.oracle.registry import BUILTIN_TARGETS
+
+PAGE = "properties.md"
+REPORT_VARIABLE = "REFIMPL_CATALOGUE_REPORT"
+
+
+@dataclass(frozen=True)
+class Property:
+    """One property as the catalogue shows it."""
+
+    component: str
+    file: str  # e.g. "test_cse.py"
+    name: str
+    doc: str  # "" where the function has no docstring of its own
+
+
+def read_properties(folder: Path) -> tuple[list[Property], dict[str, str]]:
+    """(every ``test_*`` function of every component's files in file and source order,
+    file name -> the file's docstring)."""
+    found, file_docs = [], {}
+    for comp in COMPONENTS:
+        for path in component_files(folder, comp):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            file_docs[path.name] = ast.get_docstring(tree) or ""
+            for node in tree.body:
+                if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                    doc = ast.get_docstring(node) or ""
+                    found.append(Property(comp, path.name, node.name, doc))
+    return found, file_docs
+
+
+def targets_with(method: str) -> tuple[list[str], list[str]]:
+    """(built-in targets whose backend class defines ``method``, targets not importable here)."""
+    have, unknown = [], []
+    for name, entry in BUILTIN_TARGETS.items():
+        module_name, _, attribute = entry.factory.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attribute)
+        except ImportError:
+            unknown.append(f"{name} (needs the {entry.extra} extra)")
+            continue
+        if getattr(factory, method, None) is not None:
+            have.append(name)
+    return have, unknown
+
+
+def read_reach(report: Path) -> dict[str, str]:
+    """``file::name`` -> "reach 0.93 over 15 examples" from a ``refimpl fuzz`` report.json."""
+    data = json.loads(report.read_text())
+    profile = data.get("options", {}).get("profile")
+    cells = {}
+    for row in data["properties"]:
+        key = row["nodeid"].rsplit("/", 1)[-1]
+        if row["outcome"] in ("skipped", "not run"):
+            cells[key] = f"{row['outcome']} ({row['reason']})"
+        elif row["reach"] is None:
+            cells[key] = f"no reach recorded ({row['examples']} examples)"
+        else:
+            cells[key] = f"{row['reach']:.2f} of {row['examples']} examples ({profile} profile)"
+    return cells
+
+
+def _component_section(comp: str, props: list[Property], file_docs: dict[str, str],
+                       reach: dict[str, str] | None) -> str:
+    method = COMPONENTS[comp]
+    have, unknown = targets_with(method)
+    lines = [f"## {comp}", "",
+             f"Backend method: `{method}`. Built-in targets that provide it: "
+             f"{', '.join(f'`{t}`' for t in have) or 'none'}."]
+    if unknown:
+        lines.append(f"Not importable where this page was built: {', '.join(unknown)}.")
+    lines.append("")
+    for file in dict.fromkeys(p.file for p in props):
+        lines += [f"### `refimpl/properties/{file}`", "", file_docs[file] or "(no docstring)", ""]
+        for prop in (p for p in props if p.file == file):
+            lines += [f"#### `{prop.name}`", ""]
+            if reach is not None:
+                lines += [f"*Reach:* {reach.get(f'{file}::{prop.name}', 'not in the report')}",
+                          ""]
+            lines += [prop.doc or "No docstring of its own: see its file's docstring above.", ""]
+    return "\n".join(lines)
+
+
+def catalogue_markdown(folder: Path, report: Path | None) -> str:
+    """The whole catalogue page."""
+    props, file_docs = read_properties(folder)
+    reach = read_reach(report) if report is not None else None
+    intro = [
+        "# Property catalogue", "",
+        "Generated from the property suite by `docs/gen_catalogue.py`: do not edit by hand.",
+        f"{len(props)} properties. Each takes the backend under test; a backend that lacks a",
+        "component's method has all of that component's properties reported as skipped.",
+        "",
+        ("*Reach* is the share of examples that reached the case the property was written for, "
+         f"read from `{report.name}`." if report is not None else
+         "No `refimpl fuzz` report was given, so reach is not shown: build with "
+         f"`{REPORT_VARIABLE}=fuzz-out/report.json` (after `refimpl fuzz --target refimpl`, "
+         "`HYPOTHESIS_PROFILE=ci`) to add it."),
+        "",
+    ]
+    sections = [_component_section(c, [p for p in props if p.component == c], file_docs, reach)
+                for c in COMPONENTS]
+    return "\n".join(intro) + "\n" + "\n\n".join(sections) + "\n"
+
+
+def _report_from_environment() -> Path | None:
+    value = os.environ.get(REPORT_VARIABLE)
+    if not value:
+        return None
+    path = Path(value)
+    if not path.is_file():
+        raise FileNotFoundError(f"{REPORT_VARIABLE}={value!r} is not a file")
+    return path
+
+
+def on_files(files, config):
+    """MkDocs hook: add the generated catalogue page to the site."""
+    from mkdocs.structure.files import File
+
+    content = catalogue_markdown(default_properties_dir(), _report_from_environment())
+    files.append(File.generated(config, PAGE, content=content))
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--report", type=Path, help="a report.json written by refimpl fuzz")
+    parser.add_argument("--write", type=Path, help="write the page here (default: stdout)")
+    args = parser.parse_args(argv)
+    if args.report is not None and not args.report.is_file():
+        parser.error(f"--report {args.report}: not a file")
+    text = catalogue_markdown(default_properties_dir(), args.report)
+    if args.write is None:
+        sys.stdout.write(text)
+    else:
+        args.write.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
