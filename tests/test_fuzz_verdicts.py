@@ -57,3 +57,31 @@ def test_summary_shows_reach_and_flags_properties_that_record_none(tmp_path: Pat
     silent_line = next(line for line in done.stdout.splitlines() if "test_silent" in line)
     assert "n/a" in silent_line and "harness defect" in silent_line
     assert "1 harness defect" in done.stdout
+
+
+def test_a_property_that_crashes_reports_the_crash_not_a_missing_reach(tmp_path: Path):
+    """Issue 18: on torch < 2.13 a strategy's ``next(reversed(graph.nodes))`` raised
+    TypeError in every CSE property, and the report called each "harness defect: records no
+    reach event", hiding the error. A crash is the property's failure, with its message."""
+    props = write_suite(tmp_path / "props", "test_cse_crash.py", textwrap.dedent('''
+        from hypothesis import given, strategies as st
+
+        class Nodes:  # like torch < 2.13's fx node list: reversible, not an iterator
+            def __iter__(self):
+                return iter(())
+
+            def __reversed__(self):
+                return Nodes()
+
+        @given(x=st.integers())
+        def test_crashes_before_reach(refimpl_backend, x):
+            next(reversed(Nodes()))
+    '''))
+    done = _run("fuzz", "--component", "cse", "--properties", str(props), "--out",
+                str(tmp_path / "o"), "--max-examples", "5", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    row = report_of(tmp_path / "o")["test_crashes_before_reach"]
+    assert row["outcome"] == "failed" and not row["harness_defect"]
+    assert "TypeError" in row["message"]
+    line = next(ln for ln in done.stdout.splitlines() if "test_crashes_before_reach" in ln)
+    assert "TypeError" in line and "harness defect" not in line

@@ -51,8 +51,10 @@ def reach_share(r: PropertyResult) -> float | None:
 
 
 def harness_defect(r: PropertyResult) -> bool:
-    """A property that ran examples and recorded no reach event."""
-    return r.examples > 0 and r.reach_recorded == 0
+    """A property that passed its examples and recorded no reach event. A property that
+    failed is reported by its failure: an example that crashes before it records reach is
+    the crash, not a missing event."""
+    return r.outcome == "passed" and r.examples > 0 and r.reach_recorded == 0
 
 
 def _note(r: PropertyResult) -> str:
@@ -60,7 +62,15 @@ def _note(r: PropertyResult) -> str:
         return r.reason
     if r.timed_out:
         return "timed out"
+    if r.outcome == "failed":
+        return first_line(r.message)
     return HARNESS_DEFECT if harness_defect(r) else ""
+
+
+def first_line(message: str, width: int = 60) -> str:
+    """The first non-empty line of a failure message, cut to ``width`` characters."""
+    line = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
+    return line if len(line) <= width else line[:width - 3] + "..."
 
 
 def summary_table(results: Sequence[PropertyResult]) -> str:
