@@ -157,7 +157,7 @@ def test_minutes_ends_the_campaign_on_time_mid_round(home: Path):
     done = _run("fuzz", "--component", "cse", "--properties", str(props), "--out",
                 str(home / "o"), "--minutes", "0.2", cwd=home)  # 12 s
     took = time.monotonic() - start
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 3, done.stdout + done.stderr  # incomplete: no round finished
     row = report_of(home / "o")["test_slow"]
-    assert row["outcome"] in ("interrupted", "passed") and 0 < row["examples"] < 10, row
+    assert row["outcome"] == "interrupted" and 0 < row["examples"] < 10, row
     assert took < 12 + 60, f"--minutes 0.2 took {took:.0f}s"  # startup + stop grace

@@ -87,10 +87,13 @@ def build_kwargs(call: str, module, fixtures: dict) -> dict:
     return eval(f"dict({args_text})", {}, names)
 
 
-def _pytest_fallback(properties: Path, nodeid: str, target: str, database: str) -> int:
+def _pytest_fallback(properties: Path, nodeid: str, target: str, database: str,
+                     timeout: float | None = None) -> int:
     import pytest
 
     os.environ["REFIMPL_FUZZ_SETTINGS"] = json.dumps({"database": database})
+    if timeout:
+        os.environ["REFIMPL_FUZZ_TIMEOUT"] = str(timeout)
     os.environ.setdefault("REFIMPL_FUZZ_EVENTS", os.devnull)
     node = str(properties / Path(nodeid.split("::")[0]).name) + "::" + nodeid.split("::", 1)[1]
     return int(pytest.main([node, "-q", "-p", "refimpl.fuzz.events", "-p", "no:cacheprovider",
@@ -144,11 +147,14 @@ def replay(*, properties: str, nodeid: str, target: str, call: str, database: st
     except Exception as exc:  # ImportError, a constructor that raises, MissingExtra, ...
         print(f"could not load target {target!r}: {type(exc).__name__}: {exc}")
         return 2
+    if not call:  # the property timed out before any example (in its setup)
+        print("no example ran (the property's setup timed out); replaying through pytest")
+        return _pytest_fallback(Path(properties), nodeid, target, database, timeout)
     try:
         kwargs = _rebuild(call, module, backend, arguments)
     except Exception as exc:  # the printed example is not valid Python: replay via pytest
         print(f"cannot rebuild the example directly ({exc!r}); replaying through pytest")
-        return _pytest_fallback(Path(properties), nodeid, target, database)
+        return _pytest_fallback(Path(properties), nodeid, target, database, timeout)
     try:
         _call(inner, kwargs, timeout)
     except Exception as exc:

@@ -85,6 +85,8 @@ def summary_table(results: Sequence[PropertyResult]) -> str:
               for o in ("passed", "failed", "skipped", "interrupted", "not run")}
     defects = sum(harness_defect(r) for r in results)
     tail = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+    if not counts["passed"] and not counts["failed"]:
+        tail += ": nothing ran, so nothing passed"
     return f"{table}\n\n{tail}" + (f"; {defects} harness defect(s)" if defects else "")
 
 
@@ -100,13 +102,13 @@ def write_reproducers(results: Sequence[PropertyResult], opts: FuzzOptions,
     folder.mkdir(parents=True, exist_ok=True)
     written = {}
     for r in results:
-        if r.outcome != "failed" or r.example is None:
-            continue
+        if r.outcome != "failed" or (r.example is None and not r.timed_out):
+            continue  # a timed-out setup ran no example: its reproducer replays the property
         path = folder / _filename(r)
         saved = examples_file(opts.out / "examples", r.nodeid)
         path.write_text(REPRODUCER.format(
             nodeid=r.nodeid, target=opts.target, message=r.message.strip() or "(no message)",
-            filename=path.name, call=r.example, properties=str(properties.resolve()),
+            filename=path.name, call=r.example or "", properties=str(properties.resolve()),
             database=opts.database or str((opts.out / "hypothesis-db").resolve()),
             arguments=str(saved.resolve()) if saved.exists() else None,
             timeout=opts.timeout, cwd=str(cwd)))

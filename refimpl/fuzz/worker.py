@@ -97,6 +97,7 @@ def start_worker(opts: FuzzOptions, component: str, files: list[Path], seed: int
                REFIMPL_FUZZ_SETTINGS=json.dumps(settings), REFIMPL_TARGET=opts.target,
                REFIMPL_FUZZ_TIMEOUT=str(opts.timeout), REFIMPL_FUZZ_CURRENT=str(current),
                REFIMPL_FUZZ_SAVED=str((opts.out / "examples").resolve()),
+               REFIMPL_FUZZ_PARENT=str(os.getpid()),
                PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(),
                                                         os.environ.get("PYTHONPATH")])))
     env.pop("REFIMPL_FUZZ_SKIP", None)
