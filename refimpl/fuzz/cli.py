@@ -121,7 +121,7 @@ def preflight(opts: FuzzOptions):
     """Check everything a campaign needs before any property runs; returns the backend.
     Raises :class:`UsageError` naming the option at fault."""
     from refimpl.fuzz.database import DatabaseError, check_database
-    from refimpl.fuzz.outdir import OutError, check_out, check_writable_folder
+    from refimpl.fuzz.outdir import OutError, check_junitxml, check_out, check_writable_folder
     from refimpl.fuzz.suite import component_files, default_properties_dir
     from refimpl.oracle import load_backend
 
@@ -152,6 +152,10 @@ def preflight(opts: FuzzOptions):
     except OutError as exc:
         raise UsageError("--out", str(exc)) from None
     if opts.junitxml is not None:
+        try:
+            check_junitxml(opts.junitxml, opts.out)
+        except OutError as exc:
+            raise UsageError("--junitxml", str(exc)) from None
         if opts.junitxml.is_dir():
             raise UsageError("--junitxml", f"{opts.junitxml} is a folder; name a file")
         try:
