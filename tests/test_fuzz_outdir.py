@@ -87,3 +87,14 @@ def test_junitxml_may_not_overwrite_the_campaigns_files(tmp_path: Path, name: st
                 str(out / name), cwd=tmp_path)
     assert done.returncode == 2 and "--junitxml" in done.stderr, done.stdout + done.stderr
     assert not out.exists()
+
+
+def test_a_campaign_leaves_nothing_in_the_folder_it_runs_in(tmp_path: Path):
+    """Only --out is written: no .hypothesis/ or .benchmarks/ beside it (issue 22)."""
+    props = write_suite(tmp_path / "props", "test_cse_tiny.py", SUITE)
+    run_in = tmp_path / "here"
+    run_in.mkdir()
+    done = _run("fuzz", "--component", "cse", "--properties", str(props), "--out",
+                str(tmp_path / "o"), "--max-examples", "5", "--profile", "fuzz", cwd=run_in)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    assert sorted(p.name for p in run_in.iterdir()) == []

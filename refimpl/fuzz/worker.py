@@ -108,7 +108,8 @@ def start_worker(opts: FuzzOptions, component: str, files: list[Path], seed: int
         env["REFIMPL_FUZZ_SKIP"] = skip
     cmd = [sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", "refimpl.fuzz.events",
            "-p", "no:cacheprovider", "-p", "no:benchmark", "--refimpl-target", opts.target,
-           "-o", "addopts=", "--rootdir", str(files[0].parent.parent), "--continue-on-collection-errors"]
+           "-o", "addopts=", "--rootdir", str(files[0].parent.parent),
+           "--continue-on-collection-errors"]
     if seed is not None:
         cmd.append(f"--hypothesis-seed={seed}")
     if opts.fail_fast:
