@@ -47,16 +47,15 @@ def exit_status(results, stopped_by: int | None) -> int:
 def campaign_header(opts: FuzzOptions, backend: Any) -> str:
     """What runs and how it is bounded, for the first lines of the output: the target, the
     components run (those the target lacks marked), and the limits."""
-    from refimpl.oracle import describe
-
     skips = component_skips(backend, opts.components)
+    version = getattr(backend, "version", "unknown version")
     chosen = [c if c not in skips else f"{c} (skipped: the target has none)"
               for c in opts.components]
     bound = (f"{opts.max_examples} examples per property" if opts.max_examples is not None
              else f"{opts.minutes:g} minutes in all")
-    return (f"target {describe(backend)}\ncomponents: {', '.join(chosen)}\n"
-            f"limits: {bound}; {opts.timeout:g} s per example (an example over it fails the "
-            "property at once, unshrunk, as 'timed out')")
+    return (f"target {backend.name} ({version})\ncomponents: {', '.join(chosen)}\n"
+            f"limits: {bound}; {opts.timeout:g} s per example (past it the property fails "
+            "as 'timed out')")
 
 
 def run_and_report(opts: FuzzOptions, backend: Any) -> int:
@@ -75,7 +74,7 @@ def run_and_report(opts: FuzzOptions, backend: Any) -> int:
     properties = opts.properties or default_properties_dir()
     reproducers = write_reproducers(results, opts, properties, Path(os.getcwd()))
     report = write_json(results, reproducers, opts, header, campaign.stopped_by)
-    summary = f"target: {header}\n{summary_table(results)}"
+    summary = f"{campaign_header(opts, backend)}\n\n{summary_table(results)}"
     (opts.out / "summary.txt").write_text(summary + "\n")
     if opts.junitxml is not None:
         write_junit(results, reproducers, opts.junitxml, opts.target)

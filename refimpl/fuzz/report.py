@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from tabulate import tabulate
-
 from refimpl.fuzz.examples import examples_file
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.worker import PropertyResult
@@ -67,27 +65,53 @@ def _note(r: PropertyResult) -> str:
     return HARNESS_DEFECT if harness_defect(r) else ""
 
 
-def first_line(message: str, width: int = 60) -> str:
+def first_line(message: str, width: int = 92) -> str:
     """The first non-empty line of a failure message, cut to ``width`` characters."""
     line = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
     return line if len(line) <= width else line[:width - 3] + "..."
 
 
+#: the summary table fits this many columns (a CI log, a terminal); report.json has it all.
+TABLE_WIDTH = 100
+REACH_LEGEND = ("reach: the share of a property's examples that reached its interesting case "
+                "(a budget that binds,\n  a net the pass converts, a graph with something to "
+                "merge); n/a: it records none.")
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters (an ellipsis marks a cut)."""
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def short_name(nodeid: str) -> str:
+    """``file::test[param]`` without the suite's folder and the file's ``test_`` prefix."""
+    return nodeid.split("/")[-1].removeprefix("test_").replace(".py::", "::")
+
+
+ROW = "{:<50} {:<11} {:>8} {:>6} {:>8}"  # property, outcome, examples, reach, seconds
+
+
 def summary_table(results: Sequence[PropertyResult]) -> str:
-    rows = []
+    """One row per property in at most :data:`TABLE_WIDTH` columns, a row's note (why it
+    failed or was skipped) on an indented line under it; then the counts and a legend."""
+    lines = [ROW.format("property", "outcome", "examples", "reach", "seconds"),
+             ROW.format(*("-" * n for n in (50, 11, 8, 6, 8)))]
     for r in results:
         share = reach_share(r)
-        rows.append((r.nodeid, r.outcome, r.examples, 1 if r.outcome == "failed" else 0,
-                     "n/a" if share is None else f"{share:.0%}", f"{r.seconds:.1f}", _note(r)))
-    table = tabulate(rows, headers=("property", "outcome", "examples", "failures", "reach",
-                                    "seconds", "note"))
+        lines.append(ROW.format(cut(short_name(r.nodeid), 50), r.outcome, r.examples,
+                                "n/a" if share is None else f"{share:.0%}",
+                                f"{r.seconds:.1f}"))
+        if _note(r):
+            lines.append(cut(f"    {_note(r)}", TABLE_WIDTH))
+    table = "\n".join(lines)
     counts = {o: sum(r.outcome == o for r in results)
               for o in ("passed", "failed", "skipped", "interrupted", "not run")}
     defects = sum(harness_defect(r) for r in results)
     tail = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
     if not counts["passed"] and not counts["failed"]:
         tail += ": nothing ran, so nothing passed"
-    return f"{table}\n\n{tail}" + (f"; {defects} harness defect(s)" if defects else "")
+    tail += f"; {defects} harness defect(s)" if defects else ""
+    return f"{table}\n\n{tail}\n{REACH_LEGEND}"
 
 
 def _filename(result: PropertyResult) -> str:

@@ -89,7 +89,11 @@ class _Campaign:
         stream = read_events(worker.events)
         collected = next((e["nodeids"] for e in stream if e["event"] == "collected"), None)
         bar.total = len(collected) if collected is not None else None
-        bar.n = sum(e["event"] == "result" for e in stream)
+        finished = [e for e in stream if e["event"] == "result"]
+        if bar.disable:  # off a terminal (a CI log): one line per finished property
+            for done, event in enumerate(finished[bar.n:], start=bar.n + 1):
+                print(progress_line(worker.component, event, done, bar.total), flush=True)
+        bar.n = len(finished)
         bar.refresh()
         now = time.monotonic()
         if self.stopping and worker.killed_by and now - self.stop_time > STOP_GRACE_SECONDS:
@@ -144,6 +148,14 @@ class _Campaign:
             if self.deadline is None or self.stopping:
                 break
         return _fold(rounds)
+
+
+def progress_line(component: str, event: dict, done: int, total: int | None) -> str:
+    """``cse 3/7: test_x passed, 10 examples (1.2 s)``: a finished property, for a log."""
+    name = event["nodeid"].split("::", 1)[-1]
+    of = f"/{total}" if total is not None else ""
+    return (f"{component} {done}{of}: {name} {event['outcome']}, {event['examples']} "
+            f"examples ({event['seconds']:.1f} s)")
 
 
 def _fold(rounds: list[list[PropertyResult]]) -> list[PropertyResult]:
