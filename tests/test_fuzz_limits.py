@@ -126,6 +126,11 @@ def test_the_watchdog_kills_a_worker_the_timeout_cannot_interrupt(home: Path):
     assert "watchdog" in row["message"]
     assert "x=" in row["example"] and row["reproducer"]  # the example it was stuck in
     assert not _orphans(str(props))
+    # the reproducer is bounded too: a child process, killed past twice the limit + grace
+    replayed = subprocess.run([sys.executable, row["reproducer"]], cwd=home,
+                              capture_output=True, text=True, timeout=300)
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert "REPRODUCED" in replayed.stdout and "killed" in replayed.stdout
 
 
 def test_a_crashed_worker_lists_what_it_did_not_run(home: Path):
