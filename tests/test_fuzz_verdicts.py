@@ -5,6 +5,7 @@ property that records no reach event as a harness defect."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -86,3 +87,16 @@ def test_a_property_that_crashes_reports_the_crash_not_a_missing_reach(tmp_path:
     assert "TypeError" in row["message"]
     line = next(ln for ln in done.stdout.splitlines() if "test_crashes_before_reach" in ln)
     assert "TypeError" in line and "harness defect" not in line
+
+
+def test_minutes_on_components_the_target_lacks_ends_at_once(tmp_path: Path):
+    """docs' nightly job ran `--target torch --component layout --minutes 60`: round after
+    round of worker start-up, skipping everything, for the whole hour."""
+    import time
+
+    start = time.monotonic()
+    done = _run("fuzz", "--target", "torch", "--component", "layout", "--minutes", "10",
+                "--out", str(tmp_path / "o"), cwd=tmp_path, timeout=600)
+    assert done.returncode == 3, done.stdout + done.stderr  # nothing ran: not a pass
+    assert time.monotonic() - start < 300
+    assert len(re.findall(r"^layout: \d+ properties", done.stdout, re.MULTILINE)) == 1  # a round

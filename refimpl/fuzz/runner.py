@@ -12,6 +12,9 @@ Algorithm
     - on SIGINT/SIGTERM, or when ``--minutes`` runs out (mid-round too), stops every worker
       (SIGTERM to its process group; SIGKILL after a grace period) and starts nothing more.
 
+    A component the target lacks runs in round 0 only (to report its properties skipped);
+    when nothing else is left, the campaign ends there instead of idling out ``--minutes``.
+
     Finally it folds every round's results into one :class:`PropertyResult` per property:
     examples and reach add up; a property failed if it failed in any round (the first
     failure's example is kept); passed if it completed a round; else what it last was.
@@ -114,8 +117,14 @@ class _Campaign:
             if not worker.killed_by:
                 worker.stop("stop")
 
+    def runnable(self, round_no: int) -> list[str]:
+        """The components a round starts workers for: a component the target lacks runs in
+        round 0 only (its properties are collected and reported skipped, never run)."""
+        return [c for c in self.opts.components
+                if self.suite[c] and (round_no == 0 or c not in self.skips)]
+
     def run_round(self, round_no: int) -> list[PropertyResult]:
-        pending = [c for c in self.opts.components if self.suite[c]]
+        pending = self.runnable(round_no)
         running: dict[str, tuple[Worker, tqdm]] = {}
         results: list[PropertyResult] = []
         while pending or running:
@@ -145,8 +154,8 @@ class _Campaign:
         while not self._should_stop() or round_no == 0:
             rounds.append(self.run_round(round_no))
             round_no += 1
-            if self.deadline is None or self.stopping:
-                break
+            if self.deadline is None or self.stopping or not self.runnable(round_no):
+                break  # bounded by examples, stopped, or nothing the target has to run
         return _fold(rounds)
 
 
