@@ -50,3 +50,14 @@ def test_pareto_writes_into_a_folder_named_with_a_slash(home: Path):
     assert sorted(p.name for p in (home / "plots").iterdir()) == [
         "pareto-mlp.csv", "pareto-mlp.json", "pareto-mlp.png"]
     assert not (home / "plots.csv").exists()
+
+
+def test_version_names_refimpl_and_torch(tmp_path: Path):
+    import importlib.metadata
+
+    import refimpl as package
+
+    done = refimpl("--version", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    torch_release = importlib.metadata.version("torch")
+    assert done.stdout.strip() == f"refimpl {package.__version__} (torch {torch_release})"

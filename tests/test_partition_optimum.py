@@ -1,4 +1,4 @@
-"""The default solver returns the optimum of DESIGN.md's problem, and the knapsack does not.
+"""The default solver returns the optimum of docs/design.md's problem, and the knapsack does not.
 
 The expectation is derived here, sharing no code with ``refimpl.partition`` beyond the plain
 ``JointGraph`` data: :func:`frontier` searches every save-or-recompute choice (memoised on the

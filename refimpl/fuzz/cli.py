@@ -102,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def default_profile() -> str:
-    """``ci`` where the ``CI`` variable is set (derandomised, as DESIGN.md's profiles say:
+    """``ci`` where the ``CI`` variable is set (derandomised, as docs/design.md's profiles say:
     a CI run gives the same verdict every time), else ``fuzz`` (random, database on)."""
     return "ci" if os.environ.get("CI") else "fuzz"
 

@@ -1,4 +1,4 @@
-"""The exact solver: the optimum of DESIGN.md's partition problem, as a 0/1 integer programme.
+"""The exact solver: the optimum of docs/design.md's partition problem, as a 0/1 integer programme.
 
 Method: mixed-integer linear programming, solved by ``scipy.optimize.milp`` (HiGHS: presolve,
 then branch and cut, run to a zero optimality gap). Why this method: the problem is a

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-#: "exact" (the default) and "brute" solve DESIGN.md's problem; dp, ilp and greedy are
+#: "exact" (the default) and "brute" solve docs/design.md's problem; dp, ilp and greedy are
 #: torch's knapsack heuristics (``activation_memory_budget_solver``), kept for comparison.
 EXACT_SOLVERS = ("exact", "brute")
 KNAPSACK_SOLVERS = ("dp", "ilp", "greedy")
