@@ -2,7 +2,7 @@
 
 The public names below are imported lazily (PEP 562), so ``import refimpl`` stays cheap and
 each component loads only when it is first used. ``refimpl.__all__`` is the public contract
-of docs/design.md ("Public API"); outside test suites rely on these names.
+of docs/design.md ("The public API"); outside test suites rely on these names.
 """
 
 from __future__ import annotations

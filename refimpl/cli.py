@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 
-from refimpl import __version__
+import refimpl
 
 #: subcommand -> module that implements it.
 COMMANDS: dict[str, str] = {
@@ -20,12 +21,18 @@ COMMANDS: dict[str, str] = {
 }
 
 
+def torch_version() -> str:
+    """The installed torch's version, read from its metadata (importing torch is slow)."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="refimpl", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--version", action="version", version=f"refimpl {__version__}",
-        help="print refimpl's version and exit",
-    )
+    parser.add_argument("--version", action="version",
+                        version=f"refimpl {refimpl.__version__} (torch {torch_version()})")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         try:

@@ -21,11 +21,16 @@ from __future__ import annotations
 import argparse
 import copy
 import csv
+import json
+import os
+import sys
 from pathlib import Path
 
 import torch
 
-HELP = "memory vs recompute over budgets 0..1: optimum, torch's plan, knapsack (PNG + CSV)"
+from refimpl.outputs import file_problem
+
+HELP = "memory vs recompute over budgets 0..1: optimum, torch's plan, knapsack (PNG, CSV, JSON)"
 
 #: model name -> example input shape (small: the curve's shape does not need big inputs).
 INPUTS = {"mlp": (8, 64), "transformer": (2, 32, 64), "resnet18": (2, 3, 32, 32)}
@@ -43,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare", choices=["torch", "none"], default="torch",
                         help="also draw torch's partitioner (default torch)")
     parser.add_argument("--out", default=None,
-                        help="output prefix (default: pareto-MODEL): writes .png and .csv")
+                        help="output prefix (default: pareto-MODEL): writes .png, .csv and "
+                             ".json; a folder (existing, or ending in /) gets pareto-MODEL.*")
 
 
 def summary_program(x, w1, w2, w3):
@@ -147,25 +153,37 @@ def plot(rows: list[list], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def out_prefix(out: str | None, model: str) -> Path:
+    """The path both files share, less their suffix: ``--out`` as given, or inside it when it
+    names a folder (an existing one, or one written with a trailing slash)."""
+    default = f"pareto-{model}"
+    if out is None:
+        return Path(default)
+    if out.endswith(("/", os.sep)) or Path(out).is_dir():
+        return Path(out) / default
+    return Path(out)
+
+
 def _check_out(prefix: Path) -> str | None:
     """Why ``--out`` cannot be written (checked before any work), or None."""
-    folder = prefix.parent
-    if not folder.is_dir():
-        return f"--out={prefix}: folder {folder} does not exist"
-    for suffix in (".csv", ".png"):
-        if prefix.with_suffix(suffix).is_dir():
-            return f"--out={prefix}: {prefix.with_suffix(suffix)} is a folder"
+    for suffix in (".csv", ".json", ".png"):
+        problem = file_problem(prefix.with_suffix(suffix))
+        if problem:
+            return f"--out={prefix}: {problem}"
     return None
 
 
 def run(args: argparse.Namespace) -> int:
     if args.points < 2:
-        print(f"--points={args.points} must be at least 2")
+        print(f"refimpl pareto: error: --points={args.points} must be at least 2",
+              file=sys.stderr)
         return 2
-    prefix = Path(args.out or f"pareto-{args.model}")
+    prefix = out_prefix(args.out, args.model)
+    if not prefix.parent.exists() and not file_problem(prefix.parent) and args.out.endswith("/"):
+        prefix.parent.mkdir()  # `--out new/`: the folder the user named, made once
     problem = _check_out(prefix)
     if problem:
-        print(problem)
+        print(f"refimpl pareto: error: {problem}", file=sys.stderr)
         return 2
     budgets = [i / (args.points - 1) for i in range(args.points)]
     rows = curves(args.model, budgets, args.compare == "torch")
@@ -173,6 +191,9 @@ def run(args: argparse.Namespace) -> int:
         writer = csv.writer(f)
         writer.writerow(COLUMNS)
         writer.writerows(rows)
+    prefix.with_suffix(".json").write_text(json.dumps(
+        {"model": args.model, "rows": [dict(zip(COLUMNS, row)) for row in rows]}, indent=2))
     plot(rows, prefix.with_suffix(".png"), f"{args.model}: budgets 0..1, same cost model")
-    print(f"wrote {prefix.with_suffix('.csv')} and {prefix.with_suffix('.png')}")
+    written = ", ".join(str(prefix.with_suffix(s)) for s in (".csv", ".json", ".png"))
+    print(f"wrote {written}")
     return 0

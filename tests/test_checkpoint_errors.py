@@ -42,7 +42,13 @@ def _run(apply) -> BaseException | None:
     return None
 
 
-@pytest.mark.parametrize("options", BAD_OPTIONS, ids=repr)
+def option_id(options: dict) -> str:
+    """A test id that is the same in every process (pytest-xdist workers compare them): a
+    callable is named by what it is, not by its address."""
+    return ",".join(f"{k}={'<lambda>' if callable(v) else repr(v)}" for k, v in options.items())
+
+
+@pytest.mark.parametrize("options", BAD_OPTIONS, ids=option_id)
 def test_bad_options_raise_torchs_class(options) -> None:
     theirs = _run(lambda: torch_checkpoint(block(), **options))
     ours = _run(lambda: refimpl.checkpoint(block(), **options))

@@ -11,13 +11,14 @@ import contextlib
 
 import pytest
 import torch
-from hypothesis import Phase, event, find, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 from torch import nn
 
 import refimpl
 from refimpl.strategies.modules import KINDS, ModuleStack, candidate_paths, module_stacks
 from refimpl.testing.checkpoint import run_step, wrapped
+from tests.finding import find_example
 
 
 @given(stack=module_stacks())
@@ -62,14 +63,13 @@ def test_module_stacks_cover(feature: str) -> None:
             for p in s.checkpointed),
     }
     predicate = predicates.get(feature, lambda s: feature in _kinds(s))
-    quick = settings(max_examples=2000, database=None, phases=[Phase.generate])  # no shrinking
-    found = find(module_stacks(), predicate, settings=quick)
+    found = find_example(module_stacks(), predicate, shrink=False)
     assert predicate(found)
 
 
 def test_module_stacks_rejects_bad_bounds() -> None:
     with pytest.raises(ValueError, match="max_layers=0"):
-        find(module_stacks(max_layers=0), lambda s: True)
+        find_example(module_stacks(max_layers=0), lambda s: True)
 
 
 def _states_clean(model: nn.Module) -> None:

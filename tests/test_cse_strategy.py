@@ -11,7 +11,7 @@ import math
 import struct
 
 import pytest
-from hypothesis import Phase, find, given, settings
+from hypothesis import given
 
 from refimpl.strategies import (
     CONSTANTS,
@@ -23,8 +23,9 @@ from refimpl.strategies import (
     never_merged_names,
     op_graphs,
 )
+from tests.finding import find_example
 
-_QUICK = settings(phases=[Phase.generate], max_examples=500, database=None)
+_QUICK = {"max_examples": 500, "shrink": False}
 
 
 @given(op_graphs())
@@ -42,8 +43,8 @@ def test_generator_reaches_every_op_in_both_dialects(name, style):
     """Every vocabulary entry is generated (with the families that make its inputs), and
     its graph builds and runs in each dialect."""
     families = tuple(dict.fromkeys((VOCABULARY[name].family, "list", "view")))
-    spec = find(op_graphs(families=families, max_nodes=12, styles=(style,)),
-                lambda s: any(n.op == name for n in s.nodes), settings=_QUICK)
+    spec = find_example(op_graphs(families=families, max_nodes=12, styles=(style,)),
+                lambda s: any(n.op == name for n in s.nodes), **_QUICK)
     assert spec.style == style
     spec.traced()(*spec.example_inputs())
 
@@ -62,8 +63,8 @@ def test_constants_hold_every_special_float():
 @pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("family", NEVER_MERGED_FAMILIES)
 def test_never_merged_nodes_are_recorded(family, style):
-    spec = find(op_graphs(families=(family,), max_nodes=3, styles=(style,)),
-                lambda s: s.count(family) >= 1, settings=_QUICK)
+    spec = find_example(op_graphs(families=(family,), max_nodes=3, styles=(style,)),
+                lambda s: s.count(family) >= 1, **_QUICK)
     assert len(never_merged_names(spec.build().graph)) >= spec.count(family)
 
 
@@ -75,8 +76,8 @@ def test_generator_writes_one_expression_twice(style):
         return any(a.op == "uniform_" and b.op == "uniform_" and a.inputs != b.inputs
                    and ops.get(a.inputs[0]) == ops.get(b.inputs[0]) is not None
                    for a in s.nodes for b in s.nodes)
-    find(op_graphs(families=("unary", "inplace_random"), styles=(style,), max_nodes=8),
-         twice, settings=_QUICK)
+    find_example(op_graphs(families=("unary", "inplace_random"), styles=(style,), max_nodes=8),
+         twice, **_QUICK)
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -93,14 +94,14 @@ def test_generator_writes_to_viewed_values(style):
             if writes and any(view in m.inputs for m in later[writes[0] + 1:]):
                 return True
         return False
-    find(op_graphs(styles=(style,)), viewed, settings=_QUICK)
+    find_example(op_graphs(styles=(style,)), viewed, **_QUICK)
 
 
 def test_generator_emits_kwargs_in_both_orders_and_duplicates():
     for first in ("min", "max"):
-        find(op_graphs(max_nodes=6), lambda s, k=first: any(
-            n.op == "clamp" and n.params[0][0] == k for n in s.nodes), settings=_QUICK)
-    spec = find(op_graphs(), lambda s: len(set(s.nodes)) < len(s.nodes), settings=_QUICK)
+        find_example(op_graphs(max_nodes=6), lambda s, k=first: any(
+            n.op == "clamp" and n.params[0][0] == k for n in s.nodes), **_QUICK)
+    spec = find_example(op_graphs(), lambda s: len(set(s.nodes)) < len(s.nodes), **_QUICK)
     assert len(set(spec.nodes)) < len(spec.nodes)
 
 
@@ -108,9 +109,8 @@ def test_generator_emits_kwargs_in_both_orders_and_duplicates():
 def test_failures_shrink_to_a_few_nodes():
     """A failure needing an in-place op and a duplicated node shrinks from up to 20 nodes to a
     handful (derandomised, so the shrink is repeatable in every profile)."""
-    spec = find(op_graphs(), lambda s: s.count("inplace") >= 1 and len(set(s.nodes)) <
-                len(s.nodes), settings=settings(max_examples=300, database=None,
-                                                derandomize=True))
+    spec = find_example(op_graphs(), lambda s: s.count("inplace") >= 1 and len(set(s.nodes)) <
+                        len(s.nodes), max_examples=300)
     assert len(spec.nodes) <= 5, spec
 
 

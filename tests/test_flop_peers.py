@@ -15,7 +15,7 @@ import sys
 
 import pytest
 import torch
-from hypothesis import find, given
+from hypothesis import given
 from torch import nn
 
 from refimpl.oracle import MissingExtra, load_backend
@@ -23,6 +23,7 @@ from refimpl.oracle.registry import BUILTIN_TARGETS
 from refimpl.oracle.targets.flop_peers import REFERENCE, FlopConventions
 from refimpl.strategies.flop_models import FLOP_MODEL_FAMILIES, SdpaBlock, flop_models
 from refimpl.testing.model_derivation import FAMILIES, derive
+from tests.finding import find_example
 
 PEERS = {"fvcore": "fvcore", "ptflops": "ptflops", "ptflops-aten": "ptflops", "thop": "thop",
          "calflops": "calflops", "deepspeed": "deepspeed", "torchprofile": "torchprofile"}
@@ -180,12 +181,12 @@ def test_flop_models_build_and_run(drawn):
     lambda m: m.family == "linear_fn" and all(m.param("bias")),
 ])
 def test_flop_models_cover(feature):
-    assert feature(find(flop_models(), feature))
+    assert feature(find_example(flop_models(), feature))
 
 
 def test_flop_models_reject_unknown_family():
     with pytest.raises(ValueError, match="family='einsum'"):
-        find(flop_models("einsum"), lambda m: True)
+        find_example(flop_models("einsum"), lambda m: True)
 
 
 def test_derivation_by_hand_numbers():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import find, given
+from hypothesis import given
 from torch import nn
 
 import refimpl
@@ -16,6 +16,7 @@ from refimpl.strategies.conv import conv_configs
 from refimpl.strategies.flop_programs import ARITHMETIC, arithmetic_calls
 from refimpl.strategies.fused import FUSED_MODULES, fused_cases
 from refimpl.strategies.matmul import MATMUL_OPS, MatmulCase, matmul_cases
+from tests.finding import find_example
 
 
 @given(conv_configs())
@@ -33,7 +34,7 @@ def test_conv_configs_are_valid(cfg):
     lambda c: c.bias and c.batch > 1 and c.spatial_dims == 1,
 ])
 def test_conv_configs_cover(feature):
-    found = find(conv_configs(), feature)  # find's own example budget, not the profile's
+    found = find_example(conv_configs(), feature)  # find's own example budget, not the profile's
     assert feature(found)
 
 
@@ -45,7 +46,7 @@ def test_matmul_cases_are_valid(case: MatmulCase):
 
 @pytest.mark.parametrize("op", list(MATMUL_OPS))
 def test_matmul_cases_cover_every_op(op):
-    case = find(matmul_cases(), lambda c: c.op == op and c.k > 1)
+    case = find_example(matmul_cases(), lambda c: c.op == op and c.k > 1)
     assert case.op == op
 
 
@@ -53,8 +54,8 @@ def test_matmul_cases_cover_every_op(op):
 def test_fused_cases_take_the_fused_path(kind):
     """Each kind, drawn at its smallest and at a larger size, runs its fused ops under
     inference_mode (the fast path's conditions hold)."""
-    for case in (find(fused_cases(st_kind(kind)), lambda c: True),
-                 find(fused_cases(st_kind(kind)), lambda c: c.seq > 2 and c.batch > 1)):
+    for case in (find_example(fused_cases(st_kind(kind)), lambda c: True),
+                 find_example(fused_cases(st_kind(kind)), lambda c: c.seq > 2 and c.batch > 1)):
         module, inputs = case.build(), case.inputs()
         with torch.inference_mode(), refimpl.FlopCounterMode(display=False) as mode:
             case.run(module, inputs)
@@ -87,7 +88,7 @@ def test_fused_modules_lists_every_torch_nn_fast_path():
 
 @pytest.mark.parametrize("name", sorted(ARITHMETIC))
 def test_arithmetic_calls_reach_their_op(name):
-    call = find(arithmetic_calls(), lambda c: c.name == name)
+    call = find_example(arithmetic_calls(), lambda c: c.name == name)
     with refimpl.FlopCounterMode(display=False) as mode:
         call.run()
     assert mode.uncounted_ops() == {call.op: call.times}

@@ -63,3 +63,38 @@ def test_junitxml_reports_failures_skips_and_passes(tmp_path: Path):
     skipped = next(root.iter("skipped"))
     assert "has no optimize_layout" in skipped.get("message")
     assert report_of(tmp_path / "o")["test_layout"]["outcome"] == "skipped"
+
+
+def test_force_never_deletes_a_users_files_named_like_a_campaigns(tmp_path: Path):
+    """Issue 22: `--out d --force` where d held only the user's examples/ and logs/ deleted
+    them. Only a folder carrying the campaign marker is ever cleaned."""
+    out = tmp_path / "d"
+    for name in ("examples", "logs"):
+        (out / name).mkdir(parents=True)
+        (out / name / "mine.txt").write_text("the user's")
+    for flag in ("--force", "--resume"):
+        done = _run("fuzz", "--component", "cse", "--out", str(out), flag, cwd=tmp_path)
+        assert done.returncode == 2 and "not a refimpl fuzz output folder" in done.stderr, \
+            done.stdout + done.stderr
+    assert (out / "examples" / "mine.txt").read_text() == "the user's"
+    assert (out / "logs" / "mine.txt").read_text() == "the user's"
+
+
+@pytest.mark.parametrize("name", ["report.json", "reproducers/x.xml", "summary.txt"])
+def test_junitxml_may_not_overwrite_the_campaigns_files(tmp_path: Path, name: str):
+    out = tmp_path / "o"
+    done = _run("fuzz", "--component", "cse", "--out", str(out), "--junitxml",
+                str(out / name), cwd=tmp_path)
+    assert done.returncode == 2 and "--junitxml" in done.stderr, done.stdout + done.stderr
+    assert not out.exists()
+
+
+def test_a_campaign_leaves_nothing_in_the_folder_it_runs_in(tmp_path: Path):
+    """Only --out is written: no .hypothesis/ or .benchmarks/ beside it (issue 22)."""
+    props = write_suite(tmp_path / "props", "test_cse_tiny.py", SUITE)
+    run_in = tmp_path / "here"
+    run_in.mkdir()
+    done = _run("fuzz", "--component", "cse", "--properties", str(props), "--out",
+                str(tmp_path / "o"), "--max-examples", "5", "--profile", "fuzz", cwd=run_in)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    assert sorted(p.name for p in run_in.iterdir()) == []

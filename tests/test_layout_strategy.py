@@ -13,6 +13,7 @@ from hypothesis import Phase, given, settings
 
 from refimpl.layout import LayoutOptions, decide_layout
 from refimpl.strategies.nets import CHANNELS, HEADS, TAILS, ConvNetSpec, LayerSpec, conv_nets
+from tests.finding import find_example
 
 
 def _train_step(module, x):
@@ -55,10 +56,8 @@ def _decision(spec: ConvNetSpec, training: bool = False) -> bool:
 
 
 def test_strategy_reaches_every_feature():
-    """Each feature the properties rely on is generated (hypothesis.find fails otherwise)."""
-    from hypothesis import find
-
-    # find's first hit is enough: generation only, no shrinking.
+    """Each feature the properties rely on is generated (the search fails otherwise)."""
+    # the search's first hit is enough: generation only, no shrinking.
     convs = lambda s: [layer for layer in s.layers if layer.kind == "conv"]
     features = {
         "grouped": lambda s: any(c.groups > 1 and c.groups != c.out_channels for c in convs(s)),
@@ -75,10 +74,10 @@ def test_strategy_reaches_every_feature():
         "converted in training": lambda s: _decision(s, training=True),
         "not converted in training": lambda s: not _decision(s, training=True),
     }
-    # A search budget for find (stops at the first hit), not a property's example count.
-    search = settings(database=None, max_examples=FIND_BUDGET, phases=(Phase.generate,))
+    # A search budget (stops at the first hit), not a property's example count.
     for name, predicate in features.items():
-        assert predicate(find(conv_nets(), predicate, settings=search)), name
+        found = find_example(conv_nets(), predicate, max_examples=FIND_BUDGET, shrink=False)
+        assert predicate(found), name
 
 
 def test_most_training_nets_are_converted():
@@ -122,12 +121,9 @@ def test_a_training_conv_after_very_wide_channels_can_be_drawn():
     """Pins a strategy bug a 1,000-example campaign found: after a depthwise conv doubled the
     channels to 2 x 128 or more, no width in CHANNELS was "not halving", and drawing the next
     training conv raised ``InvalidArgument: Cannot sample from a length-zero sequence``."""
-    from hypothesis import find
-
     from refimpl.strategies.nets import _conv
 
-    layer = find(_conv(256, 8, training=True), lambda layer: True,
-                 settings=settings(database=None))
+    layer = find_example(_conv(256, 8, training=True), lambda layer: True)
     assert layer.kind == "conv" and 2 * layer.out_channels > 256
 
 

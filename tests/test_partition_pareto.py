@@ -38,10 +38,10 @@ def test_pareto_without_torch(tmp_path):
 
 def test_pareto_rejects_bad_arguments_before_any_work(tmp_path, capsys):
     assert main(["pareto", "mlp", "--points", "1", "--out", str(tmp_path / "x")]) == 2
-    assert "--points=1 must be at least 2" in capsys.readouterr().out
+    assert "--points=1 must be at least 2" in capsys.readouterr().err
     missing = tmp_path / "no" / "such" / "x"
     assert main(["pareto", "mlp", "--out", str(missing)]) == 2
-    assert f"--out={missing}: folder {missing.parent} does not exist" in capsys.readouterr().out
+    assert f"--out={missing}: folder {missing.parent} does not exist" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["pareto", "no-such-model"])
 

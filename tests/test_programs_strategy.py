@@ -17,10 +17,11 @@ import functools
 
 import pytest
 import torch
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import HealthCheck, given, settings
 
 from refimpl.strategies.programs import KINDS, MOTIFS, ProgramSpec, programs
 from refimpl.testing.partition_brute import BruteForceRefused, trace_reference
+from tests.finding import find_example
 
 SAMPLE = 60
 
@@ -58,8 +59,8 @@ def share(flags) -> float:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_strategy_generates_every_kind(kind):
-    spec = find(programs(), lambda s: any(step.kind == kind for step in s.steps),
-                settings=settings(max_examples=500, database=None))
+    spec = find_example(programs(), lambda s: any(step.kind == kind for step in s.steps),
+                        max_examples=500)
     assert any(step.kind == kind for step in spec.steps)
 
 
@@ -69,8 +70,7 @@ def test_strategy_generates_slices_of_expensive_values():
         return any(st.kind == "summary" and st.variant == "slice" and st.reads[0] > 0
                    and s.steps[st.reads[0] - 1].kind == "mm" for st in s.steps)
 
-    assert narrow_of_mm(find(programs(), narrow_of_mm,
-                             settings=settings(max_examples=500, database=None)))
+    assert narrow_of_mm(find_example(programs(), narrow_of_mm, max_examples=500))
 
 
 def test_motifs_are_named():
@@ -79,12 +79,12 @@ def test_motifs_are_named():
 
 def test_strategy_rejects_unknown_kinds():
     with pytest.raises(ValueError, match=r"kinds=.*must each be one of"):
-        find(programs(kinds=("mm", "fft")), lambda s: True)
+        find_example(programs(kinds=("mm", "fft")), lambda s: True)
 
 
 def test_strategy_rejects_bad_max_steps():
     with pytest.raises(ValueError, match=r"max_steps=0"):
-        find(programs(max_steps=0), lambda s: True)
+        find_example(programs(max_steps=0), lambda s: True)
 
 
 def live_weights(spec: ProgramSpec) -> list[bool]:
@@ -110,8 +110,8 @@ def test_strategy_programs_are_valid_and_differentiable(spec):
 
 
 def test_kinds_limit_the_steps():
-    spec = find(programs(kinds=("mm", "pointwise", "dropout")), lambda s: len(s.steps) > 3,
-                settings=settings(max_examples=200, database=None))
+    spec = find_example(programs(kinds=("mm", "pointwise", "dropout")),
+                        lambda s: len(s.steps) > 3, max_examples=200)
     assert {s.kind for s in spec.steps} <= {"mm", "pointwise", "dropout"}
 
 

@@ -24,6 +24,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PROPERTIES = ROOT / "refimpl" / "properties"
 MIN_REACH = 0.5
+#: under pytest-xdist every test here runs on one worker, so the session's campaign runs once.
+pytestmark = pytest.mark.xdist_group("reach-campaign")
 
 
 def target_properties() -> list[str]:

@@ -48,8 +48,9 @@ def _pins(path: Path) -> dict[str, str]:
 
 
 def test_ci_tests_both_torch_releases():
-    """CI's two releases (docs/design.md "Torch releases"): the README's install pins 2.13.0 through
-    constraints.txt; the second stage and the tox env pin 2.14.1 with torchvision 0.29.1."""
+    """CI's default releases (docs/design.md, torch releases): the README's install pins
+    2.13.0 through constraints.txt; the 2.14 stage and tox env pin 2.14.1 with torchvision
+    0.29.1."""
     assert _pins(ROOT / "constraints.txt") == {"torch": "2.13.0"}
     assert _pins(ROOT / "constraints-2.14.txt") == {"torch": "2.14.1", "torchvision": "0.29.1"}
     run = (ROOT / ".ci" / "run").read_text()
@@ -70,3 +71,20 @@ def test_ci_runs_the_quickstart_verbatim():
     block = README.read_text().split("## Quickstart", 1)[1].split("```bash\n", 1)[1]
     expected = [ln for ln in block.split("```", 1)[0].splitlines() if ln.strip()]
     assert done.stdout.splitlines() == expected
+
+
+def test_the_torch_floor_is_one_release_everywhere():
+    """setup.cfg's floor is the release CI runs in its floor stage (constraints-floor.txt),
+    the first release scripts/torch_releases.py runs, a row of docs/torch-releases.md, and
+    what the README states."""
+    floor = _pins(ROOT / "constraints-floor.txt")["torch"]
+    minor = ".".join(floor.split(".")[:2])
+    assert re.search(rf"^\s*torch>={re.escape(minor)}\s*$", (ROOT / "setup.cfg").read_text(),
+                     flags=re.MULTILINE), f"setup.cfg does not say torch>={minor}"
+    assert "constraints-floor.txt" in (ROOT / ".ci" / "run").read_text()
+    assert "floor: -c constraints-floor.txt" in (ROOT / "tox.ini").read_text()
+    releases = (ROOT / "scripts" / "torch_releases.py").read_text()
+    first = re.search(r'RELEASES = \("([0-9.]+)"', releases).group(1)
+    assert first == floor
+    assert f"| {floor} |" in (ROOT / "docs" / "torch-releases.md").read_text()
+    assert f"torch {minor} or newer" in README.read_text()

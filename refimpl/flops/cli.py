@@ -22,6 +22,9 @@ import io
 import json
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from refimpl.outputs import file_problem
 
 HELP = "print a model's FLOPs, MACs and parameters per module (forward and backward)"
 
@@ -77,7 +80,7 @@ def _bad(message: str) -> int:
 
 def _check(args: argparse.Namespace) -> str | None:
     """The first bad argument's message, or None."""
-    for name, value, low in (("--batch-size", args.batch_size, 1), ("--depth", args.depth, 0),
+    for name, value, low in (("--batch-size", args.batch_size, 1), ("--depth", args.depth, 1),
                              ("--seq-len", args.seq_len, 1)):
         if value < low:
             return f"{name}={value}: expected an int >= {low}"
@@ -85,7 +88,8 @@ def _check(args: argparse.Namespace) -> str | None:
         return f"--layers={args.layers}: expected an int >= 1"
     if args.format not in FORMATS:
         return f"--format={args.format!r}: expected one of {', '.join(FORMATS)}"
-    return None
+    problem = args.output and file_problem(Path(args.output))
+    return f"--output={args.output}: {problem}" if problem else None
 
 
 def _torchvision_model(name: str, batch: int):

@@ -24,11 +24,38 @@ def component_skips(backend: Any, components: tuple[str, ...]) -> dict[str, str]
             for c in components if getattr(backend, COMPONENTS[c], None) is None}
 
 
+#: the exit status of a campaign that ended before every property it could run passed a
+#: round (time ran out first), or that ran nothing at all (every property skipped).
+INCOMPLETE = 3
+
+
 def exit_status(results, stopped_by: int | None) -> int:
-    """128 + the signal that stopped the campaign, else 1 if a property failed, else 0."""
+    """What the campaign's exit says, most serious first: 1 a property failed (whatever
+    stopped the campaign: a finding is never traded for another status); 128 + N signal N
+    stopped it; 3 not every property that could run completed a round, or none ran; 0 every
+    property that could run passed."""
+    if any(r.outcome == "failed" for r in results):
+        return 1
     if stopped_by:
         return 128 + stopped_by
-    return 1 if any(r.outcome == "failed" for r in results) else 0
+    unfinished = any(r.outcome in ("interrupted", "not run") for r in results)
+    if unfinished or not any(r.outcome == "passed" for r in results):
+        return INCOMPLETE
+    return 0
+
+
+def campaign_header(opts: FuzzOptions, backend: Any) -> str:
+    """What runs and how it is bounded, for the first lines of the output: the target, the
+    components run (those the target lacks marked), and the limits."""
+    skips = component_skips(backend, opts.components)
+    version = getattr(backend, "version", "unknown version")
+    chosen = [c if c not in skips else f"{c} (skipped: the target has none)"
+              for c in opts.components]
+    bound = (f"{opts.max_examples} examples per property" if opts.max_examples is not None
+             else f"{opts.minutes:g} minutes in all")
+    return (f"target {backend.name} ({version})\ncomponents: {', '.join(chosen)}\n"
+            f"limits: {bound}; {opts.timeout:g} s per example (past it the property fails "
+            "as 'timed out')")
 
 
 def run_and_report(opts: FuzzOptions, backend: Any) -> int:
@@ -41,13 +68,13 @@ def run_and_report(opts: FuzzOptions, backend: Any) -> int:
 
     header = describe(backend)
     clean_out(opts.out, resume=opts.resume)
-    print(f"refimpl fuzz: target {header}", flush=True)
+    print(f"refimpl fuzz: {campaign_header(opts, backend)}", flush=True)
     campaign = run_campaign(opts, component_skips(backend, opts.components))
     results = campaign.results
     properties = opts.properties or default_properties_dir()
     reproducers = write_reproducers(results, opts, properties, Path(os.getcwd()))
     report = write_json(results, reproducers, opts, header, campaign.stopped_by)
-    summary = f"target: {header}\n{summary_table(results)}"
+    summary = f"{campaign_header(opts, backend)}\n\n{summary_table(results)}"
     (opts.out / "summary.txt").write_text(summary + "\n")
     if opts.junitxml is not None:
         write_junit(results, reproducers, opts.junitxml, opts.target)

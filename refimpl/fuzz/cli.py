@@ -1,10 +1,14 @@
 """``refimpl fuzz``: every target property of the chosen components, against the chosen backend.
 
-Exit status: 0 no property failed; 1 a property failed; 2 bad arguments or unusable
-infrastructure (--target that cannot load, --database unreachable, --out or --junitxml
-unusable), always with one line naming the option, and always before any property runs;
-128 + N when signal N (SIGINT: 130, SIGTERM: 143) stopped the campaign, after writing the
-report of what ran.
+Exit status, after writing the report of what ran:
+  0  every property that could run passed (a component the target lacks is skipped);
+  1  a property failed, timed out, or crashed, however the campaign ended (a signal or
+     --minutes included: a finding is never lost to another status);
+  2  bad arguments or unusable infrastructure (--target that cannot load, --database
+     unreachable, --out or --junitxml unusable, --timeout beyond the OS timer), one line
+     naming the option, before any property runs;
+  3  incomplete: time ran out before every property completed a round, or nothing ran;
+  128 + N  signal N (SIGINT: 130, SIGTERM: 143) stopped the campaign and nothing failed.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -116,7 +121,7 @@ def preflight(opts: FuzzOptions):
     """Check everything a campaign needs before any property runs; returns the backend.
     Raises :class:`UsageError` naming the option at fault."""
     from refimpl.fuzz.database import DatabaseError, check_database
-    from refimpl.fuzz.outdir import OutError, check_out, check_writable_folder
+    from refimpl.fuzz.outdir import OutError, check_junitxml, check_out, check_writable_folder
     from refimpl.fuzz.suite import component_files, default_properties_dir
     from refimpl.oracle import load_backend
 
@@ -138,10 +143,19 @@ def preflight(opts: FuzzOptions):
     except Exception as exc:  # any failure to import or construct the target
         raise UsageError("--target", f"{type(exc).__name__}: {exc}") from None
     try:
+        check_timer(opts.timeout)
+    except (OverflowError, ValueError, OSError) as exc:
+        raise UsageError("--timeout", f"{opts.timeout:g} s is more than this system's interval "
+                                      f"timer takes ({exc})") from None
+    try:
         check_out(opts.out, resume=opts.resume, force=opts.force)
     except OutError as exc:
         raise UsageError("--out", str(exc)) from None
     if opts.junitxml is not None:
+        try:
+            check_junitxml(opts.junitxml, opts.out)
+        except OutError as exc:
+            raise UsageError("--junitxml", str(exc)) from None
         if opts.junitxml.is_dir():
             raise UsageError("--junitxml", f"{opts.junitxml} is a folder; name a file")
         try:
@@ -154,6 +168,18 @@ def preflight(opts: FuzzOptions):
         except DatabaseError as exc:
             raise UsageError("--database", str(exc)) from None
     return backend
+
+
+def check_timer(seconds: float) -> None:
+    """Arm and disarm the interval timer the workers bound each example with: an error if
+    the OS cannot take ``seconds`` (Python raises OverflowError past its range)."""
+    previous = signal.getitimer(signal.ITIMER_REAL)
+    handler = signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, *previous)
+        signal.signal(signal.SIGALRM, handler)
 
 
 def run(args: argparse.Namespace) -> int:

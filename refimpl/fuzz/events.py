@@ -20,10 +20,15 @@ Loaded with ``-p refimpl.fuzz.events`` in each worker; it reads these environmen
                            lacks the component; nothing runs, nothing can pass).
 
 Every example runs inside :func:`_guarded` (Hypothesis's ``inner_test`` hook): a SIGALRM
-timer bounds it (an overrun raises :class:`ExampleTimeout`, a failure Hypothesis shrinks);
-SIGTERM/SIGINT raise :class:`Interrupted`, which ends the property with the examples run so far
-("interrupted") and stops the session. Examples, reach and the failing example come from
-Hypothesis's observability stream (one ``test_case`` observation per example).
+timer bounds it. An overrun raises :class:`ExampleTimeout`, a BaseException, so Hypothesis
+neither shrinks nor replays it (each shrink step of a hang would wait out the limit again): the
+property fails at once, "timed out", with the example that hung. SIGTERM/SIGINT raise
+:class:`Interrupted`, which ends the property with the examples run so far ("interrupted")
+and stops the session; a failure Hypothesis had already found (it was shrinking) is kept and
+reported as the property's failure, unshrunk. A worker whose parent died (even by SIGKILL)
+kills its own process group: nothing it started outlives the campaign
+(``REFIMPL_FUZZ_PARENT``: the campaign's pid). Examples, reach and the failing example come
+from Hypothesis's observability stream (one ``test_case`` observation per example).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import functools
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -48,8 +54,18 @@ from refimpl.testing.reach import REACH_EVENT, REACHED
 _NOT_SEARCH = ("during shrink", "during explain", "minimal failing")
 
 
-class ExampleTimeout(Exception):
-    """One example ran longer than ``--timeout``."""
+class ExampleTimeout(BaseException):
+    """One example ran longer than ``--timeout``: ends the property, unshrunk (a
+    BaseException: Hypothesis lets it through instead of shrinking a hang)."""
+
+
+class SetupTimeout(Exception):
+    """A property's setup (its fixtures) ran longer than ``--timeout``. An Exception, so that
+    pytest caches it for a module's fixture and the next property that needs the fixture
+    reports the same timeout."""
+
+
+SETUP = "setting up the property (its fixtures)"
 
 
 class Interrupted(BaseException):
@@ -68,7 +84,9 @@ class _Recorder:
         self.nodeid = nodeid
         self.examples = self.reach_recorded = self.reached = 0
         self.failing: str | None = None
+        self.failing_reason = ""  # why the failing example failed, as Hypothesis saw it
         self.arguments: dict = {}  # the arguments of the example that ran last
+        self.call = ""  # the printed call of the example that ran last
 
     def _observe(self, observation) -> None:
         if getattr(observation, "type", None) != "test_case":
@@ -77,6 +95,7 @@ class _Recorder:
             # Saved here, outside the traced test call, so that Hypothesis's explain phase
             # does not report the harness's own lines as "only run by failing test cases".
             self.failing = observation.representation
+            self.failing_reason = getattr(observation, "status_reason", "") or ""
             if _worker.saved is not None:
                 save_arguments(_worker.saved, self.nodeid, self.arguments)
         if observation.status == "gave_up" or observation.how_generated.startswith(_NOT_SEARCH):
@@ -102,15 +121,28 @@ class _Worker:
         saved = os.environ.get("REFIMPL_FUZZ_SAVED")
         self.saved = Path(saved) if saved else None
         self.skip = os.environ.get("REFIMPL_FUZZ_SKIP")
-        self.in_example = False
+        self.in_example = False  # inside a limited stretch: one example, or the setup
+        self.limited = "the example"  # what the running limited stretch is, for messages
         self.stopping = False
         self.session: pytest.Session | None = None
 
     def on_alarm(self, signum, frame) -> None:
         if self.in_example:
             self.in_example = False
-            raise ExampleTimeout(f"timed out: the example ran longer than --timeout "
-                                 f"{self.timeout:g}s")
+            timeout = SetupTimeout if self.limited == SETUP else ExampleTimeout
+            raise timeout(f"timed out: {self.limited} ran longer than --timeout "
+                          f"{self.timeout:g}s")
+
+    def limit(self, what: str) -> None:
+        """Start the time limit for ``what`` (an example, or a property's setup)."""
+        self.limited, self.in_example = what, True
+        if self.timeout:
+            signal.setitimer(signal.ITIMER_REAL, self.timeout)
+
+    def unlimit(self) -> None:
+        self.in_example = False
+        if self.timeout:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
     def on_stop(self, signum, frame) -> None:
         self.stopping = True
@@ -133,21 +165,32 @@ def _guarded(item: pytest.Item, inner):
         if _worker.stopping:
             raise Interrupted(signal.SIGTERM)
         arguments = {k: v for k, v in kwargs.items() if k not in fixtures}
-        _worker.recorder.arguments = arguments
+        rec = _worker.recorder
+        rec.arguments, rec.call = arguments, describe_call(inner.__name__, arguments)
         if _worker.current is not None:
-            _worker.current.write_text(json.dumps(
-                {"nodeid": item.nodeid, "call": describe_call(inner.__name__, arguments)}))
-        if _worker.timeout:
-            signal.setitimer(signal.ITIMER_REAL, _worker.timeout)
-        _worker.in_example = True
+            _worker.current.write_text(json.dumps({"nodeid": item.nodeid, "call": rec.call}))
+        _worker.limit("the example")
         try:
             return inner(*args, **kwargs)
         finally:
-            _worker.in_example = False
-            if _worker.timeout:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+            _worker.unlimit()
 
     return run
+
+
+ORPHAN_POLL_SECONDS = 0.5
+
+
+def die_with_parent(parent: int) -> None:
+    """Kill this worker's process group (itself and all it started) as soon as ``parent``
+    is no longer its parent: the campaign died, even by SIGKILL, and nobody else will stop
+    it. A daemon thread polls ``getppid`` (portable, unlike Linux's PR_SET_PDEATHSIG)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL_SECONDS)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="refimpl-orphan-watch", daemon=True).start()
 
 
 @pytest.hookimpl(trylast=True)
@@ -165,6 +208,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # every example (Hypothesis documents this switch for that purpose).
     observability.OBSERVABILITY_COLLECT_COVERAGE = False
     _worker = _Worker()
+    parent = os.environ.get("REFIMPL_FUZZ_PARENT")
+    if parent:
+        die_with_parent(int(parent))
     signal.signal(signal.SIGALRM, _worker.on_alarm)
     signal.signal(signal.SIGTERM, _worker.on_stop)
     signal.signal(signal.SIGINT, _worker.on_stop)
@@ -190,22 +236,37 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     _worker.recorder.emit(event="collected", nodeids=[i.nodeid for i in session.items])
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    """Record the start, guard every example, and bound the setup (fixtures may call the
+    backend too) by the same time limit as one example."""
     _worker.recorder.reset(item.nodeid)
     _worker.recorder.emit(event="start", nodeid=item.nodeid, at=time.time())
     hypothesis = getattr(getattr(item, "obj", None), "hypothesis", None)
     if hypothesis is not None and not getattr(hypothesis, "_refimpl_guarded", False):
         hypothesis.inner_test = _guarded(item, hypothesis.inner_test)
         hypothesis._refimpl_guarded = True
+    _worker.limit(SETUP)
+    try:
+        yield
+    finally:
+        _worker.unlimit()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
-    if call.excinfo is not None and call.excinfo.errisinstance(Interrupted):
+    if call.excinfo is None or not call.excinfo.errisinstance(Interrupted):
+        return
+    rec = _worker.recorder
+    if rec.failing is None:
         report.outcome, report.longrepr = "passed", None
         report.refimpl_interrupted = True
+    else:  # stopped while shrinking a failure it had found: the failure stands
+        report.outcome = "failed"
+        report.longrepr = (f"{rec.failing_reason or 'the property failed'} (found before the "
+                           "campaign stopped; shrinking was cut short)")
 
 
 def _message(report: pytest.TestReport) -> str:
@@ -227,9 +288,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     outcome = report.outcome
     if getattr(report, "refimpl_interrupted", False):
         outcome = "interrupted" if examples else "not run"
+    timed_out = report.failed and any(name in str(report.longrepr)
+                                      for name in ("ExampleTimeout", "SetupTimeout"))
+    if timed_out:  # the example that hung: Hypothesis never saw it fail
+        examples = max(examples, 1)
+        if _worker.saved is not None:
+            save_arguments(_worker.saved, report.nodeid, rec.arguments)
+    example = (rec.call if timed_out else rec.failing) if report.failed else None
+    example = example or None  # a setup that timed out ran no example
     rec.emit(event="result", nodeid=report.nodeid, outcome=outcome, examples=examples,
              reach_recorded=0 if report.skipped else rec.reach_recorded,
              reached=0 if report.skipped else rec.reached, seconds=report.duration,
-             reason=reason, message=message,
-             timed_out=report.failed and "ExampleTimeout" in str(report.longrepr),
-             example=rec.failing if report.failed else None)
+             reason=reason, message=message, timed_out=timed_out, example=example)

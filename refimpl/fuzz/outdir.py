@@ -6,8 +6,10 @@ A run never mixes its files with an earlier run's: a non-empty --out is refused 
   failures are replayed first, and everything else it wrote is removed;
 - ``--force``: everything the earlier campaign wrote is removed, its database too.
 
-Either way only the entries a campaign writes (:data:`CAMPAIGN_ENTRIES`) are removed; a folder
-holding anything else is refused, so a mistyped --out never deletes a user's files.
+Either way only the entries a campaign writes (:data:`CAMPAIGN_ENTRIES`) are removed, and only
+from a folder that holds the campaign marker (:data:`MARKER`, written when a campaign starts):
+a folder without it, or holding anything else, is refused, so a mistyped --out never deletes a
+user's files, not even ones named like a campaign's (``examples/``, ``logs/``).
 """
 
 from __future__ import annotations
@@ -18,8 +20,12 @@ from pathlib import Path
 
 #: what a campaign writes into --out (nothing else is ever deleted).
 CAMPAIGN_ENTRIES = ("report.json", "summary.txt", "junit.xml", "reproducers", "examples",
-                    "logs", "events", "hypothesis-db", "hypofuzz")
+                    "logs", "events", "hypothesis-db", "hypothesis-home", "hypofuzz")
 DATABASE = "hypothesis-db"
+#: Hypothesis's storage folder for the workers (its constants cache), kept out of the cwd.
+HYPOTHESIS_HOME = "hypothesis-home"
+#: the file that proves a folder is a campaign's output (written first, by :func:`clean_out`).
+MARKER = ".refimpl-fuzz"
 
 
 class OutError(ValueError):
@@ -60,7 +66,11 @@ def check_out(out: Path, *, resume: bool, force: bool) -> None:
                     f"{out} is not empty (an earlier campaign's output?): pass --resume to "
                     "continue it (keeps its example database) or --force to replace it, "
                     "or choose another --out")
-            foreign = sorted(p.name for p in out.iterdir() if p.name not in CAMPAIGN_ENTRIES)
+            if not (out / MARKER).is_file():
+                raise OutError(f"{out} is not a refimpl fuzz output folder (it has no {MARKER} "
+                               "marker), so nothing in it will be removed; choose another --out")
+            foreign = sorted(p.name for p in out.iterdir()
+                             if p.name not in (*CAMPAIGN_ENTRIES, MARKER))
             if foreign:
                 raise OutError(f"{out} holds files a campaign did not write "
                                f"({', '.join(foreign[:5])}); choose another --out")
@@ -69,8 +79,20 @@ def check_out(out: Path, *, resume: bool, force: bool) -> None:
         raise OutError(str(exc)) from exc
 
 
+def check_junitxml(junitxml: Path, out: Path) -> None:
+    """Raise :class:`OutError` if ``junitxml`` would overwrite what the campaign writes into
+    ``out`` (report.json, a reproducer, ...): only ``out/junit.xml`` is allowed inside it."""
+    target, folder = junitxml.absolute(), out.absolute()
+    if folder in target.parents and target != folder / "junit.xml":
+        raise OutError(f"{junitxml} lies inside --out {out}, where the campaign writes its own "
+                       f"files; write it elsewhere, or as {out / 'junit.xml'}")
+
+
 def clean_out(out: Path, *, resume: bool) -> None:
-    """Remove an earlier campaign's files from ``out`` (its database too unless ``resume``)."""
+    """Remove an earlier campaign's files from ``out`` (its database too unless ``resume``)
+    and mark ``out`` as a campaign's."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by refimpl fuzz: this folder is its output\n")
     for name in CAMPAIGN_ENTRIES:
         if resume and name == DATABASE:
             continue

@@ -16,6 +16,11 @@ Algorithm
        the failure reproduces: exit status 1, after printing the expected and the observed
        value (this run's assertion message, and the one the campaign recorded). A return
        means it no longer does: 0.
+
+With a time limit, steps 1-4 run in a child process (the reproducer run again, with
+``REFIMPL_REPLAY_CHILD`` set) that the parent kills at twice the limit plus a grace: a
+backend stuck inside C code, where the SIGALRM of step 4 never lands, still ends as
+"reproduced", and so does a replay that dies of a signal.
 """
 
 from __future__ import annotations
@@ -27,10 +32,13 @@ import math
 import os
 import re
 import signal
+import subprocess
 import sys
 import traceback
 from pathlib import Path
 
+CHILD = "REFIMPL_REPLAY_CHILD"
+GRACE_SECONDS = 30.0  # the child's own start-up (imports) beyond twice the limit
 _OPAQUE = re.compile(r"^(\s*)(\w+)=<[^\n]*object at 0x[0-9a-f]+>,?$", re.MULTILINE)
 
 
@@ -87,10 +95,13 @@ def build_kwargs(call: str, module, fixtures: dict) -> dict:
     return eval(f"dict({args_text})", {}, names)
 
 
-def _pytest_fallback(properties: Path, nodeid: str, target: str, database: str) -> int:
+def _pytest_fallback(properties: Path, nodeid: str, target: str, database: str,
+                     timeout: float | None = None) -> int:
     import pytest
 
     os.environ["REFIMPL_FUZZ_SETTINGS"] = json.dumps({"database": database})
+    if timeout:
+        os.environ["REFIMPL_FUZZ_TIMEOUT"] = str(timeout)
     os.environ.setdefault("REFIMPL_FUZZ_EVENTS", os.devnull)
     node = str(properties / Path(nodeid.split("::")[0]).name) + "::" + nodeid.split("::", 1)[1]
     return int(pytest.main([node, "-q", "-p", "refimpl.fuzz.events", "-p", "no:cacheprovider",
@@ -124,11 +135,30 @@ def _call(inner, kwargs: dict, timeout: float | None) -> None:
             signal.setitimer(signal.ITIMER_REAL, 0)
 
 
+def replay_bounded(timeout: float) -> int:
+    """Run this reproducer again as a child and wait at most ``2 * timeout + GRACE_SECONDS``;
+    its exit status, or 1 (reproduced) if it had to be killed or died of a signal."""
+    limit = 2 * timeout + GRACE_SECONDS
+    try:
+        done = subprocess.run([sys.executable, *sys.argv], env=dict(os.environ, **{CHILD: "1"}),
+                              timeout=limit, check=False)
+    except subprocess.TimeoutExpired:
+        print(f"\nREPRODUCED: the example was still running after {limit:g} s, past where the "
+              f"{timeout:g} s limit could interrupt it (stuck in C code?); killed")
+        return 1
+    if done.returncode in (0, 1, 2):
+        return done.returncode
+    print(f"\nREPRODUCED: the replay died (exit status {done.returncode})")
+    return 1
+
+
 def replay(*, properties: str, nodeid: str, target: str, call: str, database: str,
            arguments: str | None = None, recorded: str = "", timeout: float | None = None,
            cwd: str | None = None) -> int:
     """Re-run one failing example; 1 if it still fails, 0 if it passes now, 2 if the
     property suite or the target cannot be loaded."""
+    if timeout and not os.environ.get(CHILD):
+        return replay_bounded(timeout)
     if cwd:
         sys.path.insert(0, cwd)
     try:
@@ -144,11 +174,14 @@ def replay(*, properties: str, nodeid: str, target: str, call: str, database: st
     except Exception as exc:  # ImportError, a constructor that raises, MissingExtra, ...
         print(f"could not load target {target!r}: {type(exc).__name__}: {exc}")
         return 2
+    if not call:  # the property timed out before any example (in its setup)
+        print("no example ran (the property's setup timed out); replaying through pytest")
+        return _pytest_fallback(Path(properties), nodeid, target, database, timeout)
     try:
         kwargs = _rebuild(call, module, backend, arguments)
     except Exception as exc:  # the printed example is not valid Python: replay via pytest
         print(f"cannot rebuild the example directly ({exc!r}); replaying through pytest")
-        return _pytest_fallback(Path(properties), nodeid, target, database)
+        return _pytest_fallback(Path(properties), nodeid, target, database, timeout)
     try:
         _call(inner, kwargs, timeout)
     except Exception as exc:

@@ -12,6 +12,9 @@ Algorithm
     - on SIGINT/SIGTERM, or when ``--minutes`` runs out (mid-round too), stops every worker
       (SIGTERM to its process group; SIGKILL after a grace period) and starts nothing more.
 
+    A component the target lacks runs in round 0 only (to report its properties skipped);
+    when nothing else is left, the campaign ends there instead of idling out ``--minutes``.
+
     Finally it folds every round's results into one :class:`PropertyResult` per property:
     examples and reach add up; a property failed if it failed in any round (the first
     failure's example is kept); passed if it completed a round; else what it last was.
@@ -89,7 +92,11 @@ class _Campaign:
         stream = read_events(worker.events)
         collected = next((e["nodeids"] for e in stream if e["event"] == "collected"), None)
         bar.total = len(collected) if collected is not None else None
-        bar.n = sum(e["event"] == "result" for e in stream)
+        finished = [e for e in stream if e["event"] == "result"]
+        if bar.disable:  # off a terminal (a CI log): one line per finished property
+            for done, event in enumerate(finished[bar.n:], start=bar.n + 1):
+                print(progress_line(worker.component, event, done, bar.total), flush=True)
+        bar.n = len(finished)
         bar.refresh()
         now = time.monotonic()
         if self.stopping and worker.killed_by and now - self.stop_time > STOP_GRACE_SECONDS:
@@ -110,8 +117,14 @@ class _Campaign:
             if not worker.killed_by:
                 worker.stop("stop")
 
+    def runnable(self, round_no: int) -> list[str]:
+        """The components a round starts workers for: a component the target lacks runs in
+        round 0 only (its properties are collected and reported skipped, never run)."""
+        return [c for c in self.opts.components
+                if self.suite[c] and (round_no == 0 or c not in self.skips)]
+
     def run_round(self, round_no: int) -> list[PropertyResult]:
-        pending = [c for c in self.opts.components if self.suite[c]]
+        pending = self.runnable(round_no)
         running: dict[str, tuple[Worker, tqdm]] = {}
         results: list[PropertyResult] = []
         while pending or running:
@@ -141,9 +154,17 @@ class _Campaign:
         while not self._should_stop() or round_no == 0:
             rounds.append(self.run_round(round_no))
             round_no += 1
-            if self.deadline is None or self.stopping:
-                break
+            if self.deadline is None or self.stopping or not self.runnable(round_no):
+                break  # bounded by examples, stopped, or nothing the target has to run
         return _fold(rounds)
+
+
+def progress_line(component: str, event: dict, done: int, total: int | None) -> str:
+    """``cse 3/7: test_x passed, 10 examples (1.2 s)``: a finished property, for a log."""
+    name = event["nodeid"].split("::", 1)[-1]
+    of = f"/{total}" if total is not None else ""
+    return (f"{component} {done}{of}: {name} {event['outcome']}, {event['examples']} "
+            f"examples ({event['seconds']:.1f} s)")
 
 
 def _fold(rounds: list[list[PropertyResult]]) -> list[PropertyResult]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from refimpl.fuzz.options import FuzzOptions
+from refimpl.fuzz.outdir import HYPOTHESIS_HOME
 
 STOP_GRACE_SECONDS = 10.0  # a stopped worker gets this long to write its results
 
@@ -97,14 +98,18 @@ def start_worker(opts: FuzzOptions, component: str, files: list[Path], seed: int
                REFIMPL_FUZZ_SETTINGS=json.dumps(settings), REFIMPL_TARGET=opts.target,
                REFIMPL_FUZZ_TIMEOUT=str(opts.timeout), REFIMPL_FUZZ_CURRENT=str(current),
                REFIMPL_FUZZ_SAVED=str((opts.out / "examples").resolve()),
+               REFIMPL_FUZZ_PARENT=str(os.getpid()),
+               # Hypothesis's own files (its constants cache) go into --out, not the cwd.
+               HYPOTHESIS_STORAGE_DIRECTORY=str((opts.out / HYPOTHESIS_HOME).resolve()),
                PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(),
                                                         os.environ.get("PYTHONPATH")])))
     env.pop("REFIMPL_FUZZ_SKIP", None)
     if skip:
         env["REFIMPL_FUZZ_SKIP"] = skip
     cmd = [sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", "refimpl.fuzz.events",
-           "-p", "no:cacheprovider", "--refimpl-target", opts.target, "-o", "addopts=",
-           "--rootdir", str(files[0].parent.parent), "--continue-on-collection-errors"]
+           "-p", "no:cacheprovider", "-p", "no:benchmark", "--refimpl-target", opts.target,
+           "-o", "addopts=", "--rootdir", str(files[0].parent.parent),
+           "--continue-on-collection-errors"]
     if seed is not None:
         cmd.append(f"--hypothesis-seed={seed}")
     if opts.fail_fast:

@@ -2,7 +2,9 @@
 
 A backend is any object with a ``name`` and some of the component methods of
 :class:`Backend`. Properties reach a backend's component through :func:`component`, which
-turns a missing method into a visible pytest skip ("<backend> has no <method>"), never a pass.
+turns a missing method into a visible pytest skip ("<backend> has no <method>"), never a pass,
+and a backend's own failure (it raised, exited or broke its contract) into
+:class:`TargetError`, "the target failed: ...".
 """
 
 from refimpl.oracle.backend import (
@@ -16,12 +18,14 @@ from refimpl.oracle.backend import (
     load_backend,
     selected_target,
 )
+from refimpl.oracle.blame import TargetError
 
 __all__ = [
     "COMPONENTS",
     "Backend",
     "BackendError",
     "MissingExtra",
+    "TargetError",
     "builtin_target_names",
     "component",
     "describe",

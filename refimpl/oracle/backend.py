@@ -13,6 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from torch import fx, nn
 
+from refimpl.oracle.blame import blamed
+
 #: component name -> the Backend method that provides it.
 COMPONENTS: dict[str, str] = {
     "flops": "flop_counter",
@@ -115,7 +117,9 @@ def selected_target(option: str | None = None) -> str:
 
 
 def component(backend: Any, method: str):
-    """``backend.method``, or a pytest skip naming what is missing (never a silent pass)."""
+    """``backend.method`` wrapped so that its failures are the target's
+    (:func:`refimpl.oracle.blame.blamed`), or a pytest skip naming what is missing (never a
+    silent pass)."""
     if method not in COMPONENTS.values():
         raise BackendError(f"method={method!r} is not one of {sorted(COMPONENTS.values())}")
     fn = getattr(backend, method, None)
@@ -123,7 +127,7 @@ def component(backend: Any, method: str):
         import pytest
 
         pytest.skip(f"backend {backend.name!r} has no {method}: {skip_reason(backend, method)}")
-    return fn
+    return blamed(backend.name, method, fn)
 
 
 def skip_reason(backend: Any, method: str) -> str:

@@ -12,6 +12,10 @@ Runtime, two estimators (``PartitionOptions.runtime_estimator``)
                  warm-up), on its own device, on random inputs of the recorded shapes
                  (synchronising CUDA around each run). The least, not the median: other
                  work on the machine only ever adds time, so the minimum is the op's own.
+                 Nodes that make the same call (op, and each argument's shape, strides,
+                 dtype and device, or value) are timed once and share the figure: the same
+                 work costs the same, so noise cannot rank two identical matmuls apart and
+                 flip a plan on a busy machine.
 """
 
 from __future__ import annotations
@@ -99,10 +103,35 @@ def profile_runtime(node: fx.Node, repeats: int = 5) -> float:
     return min(times[1:])
 
 
+def call_signature(node: fx.Node) -> tuple:
+    """What a node's run time depends on: its op and, per argument, a tensor's shape, strides,
+    dtype and device, or the value itself."""
+    def describe(val: Any) -> Any:
+        if isinstance(val, torch.Tensor):
+            return ("tensor", tuple(val.shape), tuple(val.stride()), val.dtype, str(val.device))
+        return repr(val)
+
+    args, kwargs = _meta_args(node)
+    return (node.op, str(node.target), repr(tree_map(describe, (args, sorted(kwargs.items())))))
+
+
+def shared_profile(repeats: int) -> Callable[[fx.Node], float]:
+    """:func:`profile_runtime`, timed once per :func:`call_signature` and shared."""
+    timed: dict[tuple, float] = {}
+
+    def estimate(node: fx.Node) -> float:
+        key = call_signature(node)
+        if key not in timed:
+            timed[key] = profile_runtime(node, repeats)
+        return timed[key]
+
+    return estimate
+
+
 def runtime_estimator(name: str, repeats: int = 5) -> Callable[[fx.Node], float]:
     """The per-node runtime function for ``PartitionOptions.runtime_estimator``."""
     if name == "flops":
         return flops_runtime
     if name == "profile":
-        return lambda node: profile_runtime(node, repeats)
+        return shared_profile(repeats)
     raise ValueError(f"runtime_estimator={name!r} is not one of flops, profile")

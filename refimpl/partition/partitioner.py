@@ -1,6 +1,6 @@
 """The partitioner: from a plain joint graph and the options to a :class:`Plan`.
 
-Budget semantics (docs/design.md, "The partitioner's problem, stated exactly"):
+Budget semantics (docs/design.md, "The partitioner's problem"):
     1. ``max`` plan: a minimum cut where the hard bans (random, mutating, must-save ops) and
        the runtime bans (non-cheap ops, values the backward materialises) may not be
        recomputed: the runtime-optimised plan, returned at budget 1.0.

@@ -70,7 +70,7 @@ def test_conv_forward_is_hand_derived(refimpl_backend, cfg):
 
 
 #: ``outer`` is left out: ``torch.outer`` decomposes to an elementwise ``mul`` before any
-#: counter sees it (0 FLOPs in refimpl and torch alike; docs/oracle-strength.md, flops).
+#: counter sees it (0 FLOPs in refimpl and torch alike; docs/differences.md, FLOPs).
 MATMUL = st.sampled_from(sorted(op for op in MATMUL_OPS if op != "outer"))
 
 

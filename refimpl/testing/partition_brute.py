@@ -5,7 +5,7 @@ directly, reads the joint graph itself, prices recomputation with torch's own FL
 (``torch.utils.flop_counter.flop_registry``; ops without a formula cost 0) and enumerates
 save-sets. It is the expectation the partition properties hold refimpl to.
 
-The model (docs/design.md, "The partitioner's problem, stated exactly"):
+The model (docs/design.md, "The partitioner's problem"):
     * forward-side nodes: everything in the joint graph that does not depend on a tangent;
       the backward *reads* the forward-side inputs of backward nodes and the forward-side
       values returned as gradients;

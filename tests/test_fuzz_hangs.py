@@ -1,0 +1,144 @@
+"""A hang is a failure, found once and fast; a campaign that is stopped keeps what it found;
+a campaign that ran nothing never passes; workers die with their parent (issue 22, item 1).
+
+Real `refimpl fuzz` processes against backends that hang, on refimpl's own property suite
+and on small suites of our own making.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from refimpl.fuzz.campaign import INCOMPLETE
+from refimpl.fuzz.suite import component_files, default_properties_dir
+from tests.test_fuzz import _run, report_of, write_suite
+from tests.test_fuzz_limits import BACKENDS, _orphans
+
+pytestmark = pytest.mark.slow
+
+SHRINKS_SLOWLY = '''
+import time
+from hypothesis import given, strategies as st
+
+
+@given(xs=st.lists(st.integers(), min_size=40))
+def test_fails_then_shrinks_slowly(refimpl_backend, xs):
+    time.sleep(0.3)
+    assert len(xs) < 40, f"refimpl: fewer than 40, target: {len(xs)}"
+'''
+
+SLOW_FOREVER = '''
+import time
+from hypothesis import given, strategies as st
+
+
+@given(x=st.integers())
+def test_slow(refimpl_backend, x):
+    time.sleep(0.5)
+'''
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    (tmp_path / "limit_backends.py").write_text(BACKENDS)
+    return tmp_path
+
+
+def test_a_hanging_backend_fails_every_flops_property_once_within_the_limits(home: Path):
+    """The 18 flops properties against a flop_counter that never returns: each fails at its
+    first example, unshrunk, as timed out, with a reproducer; the whole campaign takes
+    about 18 x --timeout plus the worker's start-up (595 s for ONE property before)."""
+    timeout = 2
+    count = len(component_files(default_properties_dir(), "flops"))
+    start = time.monotonic()
+    done = _run("fuzz", "--target", "limit_backends:Hangs", "--component", "flops",
+                "--out", str(home / "o"), "--max-examples", "5", "--timeout", str(timeout),
+                cwd=home, timeout=900)
+    took = time.monotonic() - start
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = report_of(home / "o")
+    assert len(rows) >= count
+    hung = [r for r in rows.values() if r["outcome"] == "failed" and r["timed_out"]]
+    assert sorted(r["nodeid"] for r in hung) == sorted(r["nodeid"] for r in rows.values())
+    assert all(r["reproducer"] and r["examples"] == 1 for r in hung), hung
+    assert took < len(rows) * timeout * 2 + 180, f"{len(rows)} hangs took {took:.0f} s"
+
+
+def test_a_hang_found_before_minutes_ran_out_is_kept(home: Path):
+    """The issue's case: --minutes 0.75 --timeout 3 used to end "interrupted", exit 0."""
+    props = write_suite(home / "props", "test_flops_hang.py", '''
+        from hypothesis import given, strategies as st
+        from refimpl.oracle import component
+
+        @given(x=st.integers())
+        def test_counts(refimpl_backend, x):
+            component(refimpl_backend, "flop_counter")()
+    ''')
+    done = _run("fuzz", "--target", "limit_backends:Hangs", "--component", "flops",
+                "--properties", str(props), "--out", str(home / "o"), "--minutes", "0.75",
+                "--timeout", "3", cwd=home, timeout=400)
+    assert done.returncode == 1, done.stdout + done.stderr
+    row = report_of(home / "o")["test_counts"]
+    assert row["outcome"] == "failed" and row["timed_out"] and row["reproducer"], row
+
+
+def test_a_failure_found_while_shrinking_survives_an_interrupt(tmp_path: Path):
+    props = write_suite(tmp_path / "props", "test_cse_shrink.py", SHRINKS_SLOWLY)
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "refimpl", "fuzz", "--component", "cse",
+                             "--properties", str(props), "--out", str(out),
+                             "--max-examples", "20"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not any((out / "examples").glob("*.pt")) and time.monotonic() < deadline:
+            time.sleep(0.2)  # the worker saves a failing example's arguments when it sees one
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, stdout + stderr
+    row = report_of(out)["test_fails_then_shrinks_slowly"]
+    assert row["outcome"] == "failed" and row["reproducer"], row
+    assert "shrinking was cut short" in row["message"]
+
+
+def test_a_campaign_that_ran_nothing_is_incomplete_not_passed(tmp_path: Path):
+    """--minutes too short for any property to complete a round: not exit 0."""
+    props = write_suite(tmp_path / "props", "test_cse_slow.py", SLOW_FOREVER)
+    done = _run("fuzz", "--component", "cse", "--properties", str(props), "--out",
+                str(tmp_path / "o"), "--minutes", "0.05", cwd=tmp_path)
+    assert done.returncode == INCOMPLETE, done.stdout + done.stderr
+    assert report_of(tmp_path / "o")["test_slow"]["outcome"] in ("interrupted", "not run")
+
+
+def test_a_timeout_beyond_the_os_timer_is_a_usage_error(tmp_path: Path):
+    done = _run("fuzz", "--component", "cse", "--timeout", "1e308", "--out",
+                str(tmp_path / "o"), cwd=tmp_path)
+    assert done.returncode == 2 and "--timeout" in done.stderr, done.stdout + done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_workers_die_when_the_campaign_is_killed(tmp_path: Path):
+    props = write_suite(tmp_path / "props", "test_cse_slow.py", SLOW_FOREVER)
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "refimpl", "fuzz", "--component", "cse",
+                             "--properties", str(props), "--out", str(out),
+                             "--max-examples", "1000"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not _orphans(str(props)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _orphans(str(props)), "the worker never started"
+    proc.kill()  # SIGKILL: the campaign cannot stop its workers itself
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while _orphans(str(props)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _orphans(str(props))
