@@ -10,10 +10,12 @@ Invariant: every ``test_*`` function of every component's file appears exactly o
 its file's docstring (which states what the file's properties check); a property without a
 docstring of its own says so in the page rather than showing an empty cell.
 
-Run by MkDocs (``hooks:`` in mkdocs.yml: the page is generated at build time, set
-``REFIMPL_CATALOGUE_REPORT=path/to/report.json`` for the reach column) or by hand:
+Run by MkDocs (``hooks:`` in mkdocs.yml: the page is generated afresh at build time; set
+``REFIMPL_CATALOGUE_REPORT=path/to/report.json`` for the reach column) or by hand. A copy
+without reach is checked in as docs/properties.md, so links to it resolve in a clone; a test
+keeps it equal to what this script writes:
 
-    python docs/gen_catalogue.py [--report fuzz-out/report.json] [--write docs/properties.md]
+    python docs/gen_catalogue.py --write docs/properties.md
 """
 
 from __future__ import annotations
@@ -149,6 +151,9 @@ def on_files(files, config):
     from mkdocs.structure.files import File
 
     content = catalogue_markdown(default_properties_dir(), _report_from_environment())
+    committed = files.get_file_from_path(PAGE)
+    if committed is not None:
+        files.remove(committed)  # the checked-in copy (no reach) is replaced by a fresh one
     files.append(File.generated(config, PAGE, content=content))
     return files
 

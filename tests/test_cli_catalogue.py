@@ -48,3 +48,10 @@ def test_reach_is_read_from_a_report(tmp_path):
     assert "*Reach:* 0.60 of 15 examples (ci profile)" in page
     assert "*Reach:* skipped (component not provided)" in page
     assert "*Reach:* not in the report" in page
+
+
+def test_the_checked_in_catalogue_is_current():
+    """docs/properties.md equals a fresh generation: regenerate with
+    ``python docs/gen_catalogue.py --write docs/properties.md``."""
+    fresh = _load_generator().catalogue_markdown(PROPERTIES, None)
+    assert (ROOT / "docs" / "properties.md").read_text() == fresh
