@@ -2,18 +2,91 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
+import torch
 
 from refimpl.cli import main
+from refimpl.flops.cli import torchvision_advice
 
 
-def test_resnet18_default_prints_table_and_seed_total(capsys):
+def make_mlp():
+    """A user's factory, as ``refimpl flops tests.test_flops_cli:make_mlp`` loads it."""
+    return torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
+
+
+NOT_A_MODULE = 3
+
+
+def test_resnet18_default_is_the_forward_with_units(capsys):
+    """The default changed from forward + backward to forward only (as the peers count)."""
     assert main(["flops", "resnet18"]) == 0
     out = capsys.readouterr().out
-    assert "forward + backward" in out and "ResNet.layer1" in out
-    assert "total FLOPs: 10884440064" in out
+    assert "resnet18: forward," in out and "ResNet.layer1" in out
+    # the seed's forward + backward total is 10884440064 = 3 x the forward
+    assert "total FLOPs: 3628146688 (3.63 GFLOPs)" in out
+    assert "total MACs: 1814073344 (1.81 GMACs)" in out
+
+
+def test_resnet18_backward_adds_twice_the_forward(capsys):
+    assert main(["flops", "resnet18", "--backward"]) == 0
+    out = capsys.readouterr().out
+    assert "forward + backward" in out and "total FLOPs: 10884440064 " in out
+
+
+def test_users_factory_with_input_shape(capsys):
+    argv = ["flops", "tests.test_flops_cli:make_mlp", "--input-shape", "4,32", "--format",
+            "json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == {"spec": "tests.test_flops_cli:make_mlp", "class": "Sequential",
+                             "kind": "factory"}
+    assert data["inputs"] == [{"shape": [4, 32], "dtype": "float32", "device": "cpu"}]
+    assert data["passes"] == ["forward"] and data["torch_version"] == torch.__version__
+    assert data["total"]["flops"] == 2 * 4 * (32 * 16 + 16 * 8)
+    assert data["ops"] == [{"op": "aten.addmm", "flops": 2 * 4 * (32 * 16 + 16 * 8),
+                            "macs": 4 * (32 * 16 + 16 * 8)}]
+
+
+def test_users_factory_in_float64_prints_units(capsys):
+    argv = ["flops", "tests.test_flops_cli:make_mlp", "--input-shape", "1000,32",
+            "--dtype", "float64"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    flops = 2 * 1000 * (32 * 16 + 16 * 8)
+    assert "input 1000x32 float64 on cpu" in out
+    assert f"total FLOPs: {flops} (1.28 MFLOPs)" in out
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["flops", "tests.test_flops_cli:make_mlp"], "--input-shape: required"),
+    (["flops", "tests.test_flops_cli:make_mlp", "--input-shape", "4,x"], "'x' is not an int"),
+    (["flops", "tests.test_flops_cli:make_mlp", "--input-shape", "4,0"], "'0' is not an int"),
+    (["flops", "mlp", "--input-shape", "4,64"], "only for pkg.module:factory"),
+    (["flops", "tests.test_flops_cli:make_mlp", "--input-shape", "4,32", "--dtype", "int8"],
+     "--dtype='int8'"),
+    (["flops", "tests.test_flops_cli:missing", "--input-shape", "4,32"], "cannot load"),
+    (["flops", "no_such_pkg.mod:make", "--input-shape", "4,32"], "cannot load"),
+    (["flops", "tests.test_flops_cli:NOT_A_MODULE", "--input-shape", "4"], "nn.Module"),
+    (["flops", "mlp", "--device", "nonsense"], "--device='nonsense'"),
+])
+def test_factory_arguments_exit_2_naming_the_problem(argv, match, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert match in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("version,expected", [
+    ("2.13.0+cpu", "pip install --no-deps 'torchvision==0.28.*' "
+                   "--index-url https://download.pytorch.org/whl/cpu"),
+    ("2.14.1", "pip install --no-deps 'torchvision==0.29.*'"),
+])
+def test_torchvision_advice_keeps_torch(version, expected):
+    advice = torchvision_advice(version)
+    assert advice.endswith(expected)
+    assert "pip install torchvision" not in advice  # the command that replaces torch
 
 
 def test_forward_only_depth_and_batch(capsys):
@@ -30,7 +103,7 @@ def test_transformer_counts_attention(capsys):
 
 
 @pytest.mark.parametrize("argv,match", [
-    (["flops", "vgg"], "resnet18, transformer, mlp, torchvision:NAME, hf:NAME"),
+    (["flops", "vgg"], "resnet18, transformer, mlp, torchvision:NAME, hf:NAME, pkg.module:factory"),
     (["flops", "mlp", "--batch-size", "0"], "--batch-size"),
     (["flops", "mlp", "--depth", "-1"], "--depth"),
 ])
@@ -65,11 +138,13 @@ def test_csv_export_to_file(tmp_path, capsys):
     import csv
 
     path = tmp_path / "flops.csv"
-    assert main(["flops", "mlp", "--format", "csv", "--output", str(path)]) == 0
+    assert main(["flops", "mlp", "--backward", "--format", "csv", "--output", str(path)]) == 0
     assert capsys.readouterr().out == ""
     rows = list(csv.DictReader(path.open()))
     assert rows[0]["kind"] == "module" and rows[0]["name"] == "Sequential"
     assert int(rows[0]["flops"]) == 3 * 4 * 2 * 64 * 64  # forward + backward (2x)
+    ops = {r["name"]: int(r["flops"]) for r in rows if r["kind"] == "op"}
+    assert sum(ops.values()) == 3 * 4 * 2 * 64 * 64 and "aten.addmm" in ops
 
 
 def test_uncounted_ops_are_listed(monkeypatch, capsys):
@@ -108,7 +183,7 @@ def test_torchvision_model_by_name(capsys):
 
 
 @pytest.mark.parametrize("model,package,hint", [
-    ("torchvision:resnet50", "torchvision", "pip install torchvision"),
+    ("torchvision:resnet50", "torchvision", "pip install --no-deps 'torchvision==0."),
     ("hf:gpt2", "transformers", "refimpl[transformers]"),
 ])
 def test_missing_package_exits_2_naming_it(monkeypatch, capsys, model, package, hint):
