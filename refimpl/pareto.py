@@ -129,26 +129,59 @@ def curves(name: str, budgets: list[float], compare: bool) -> list[list]:
     return rows
 
 
+#: curve -> (marker, linestyle, marker size, offset in points): the curves often coincide,
+#: so each is drawn a few points apart, with its own marker and line, so none hides another.
+STYLES = {"optimum": ("o", "-", 9, (0, 0)), "torch": ("s", "--", 7, (4, 4)),
+          "knapsack": ("^", ":", 7, (-4, -4))}
+BUDGET_ONE_NOTE = ("budget 1.0 returns the runtime-optimised plan (the min-cut torch makes "
+                   "with no budget), not the\nleast-recompute plan within a bound: the last "
+                   "point may jump (docs/design.md, \"Budget 1.0 is special\")")
+
+
+def _budget_labels(ax, rows: list[list], label: str, scale: float,
+                   offset: tuple[int, int]) -> None:
+    """Write the budgets beside each point of curve ``label`` (several budgets that give the
+    same plan share one label, ``0.4-0.9``): every point of the optimum, and the points of
+    the other curves that lie elsewhere than the optimum's at the same budgets."""
+    optimum = {r[1]: (r[2], r[3]) for r in rows if r[0] == "optimum"}
+    at_point: dict[tuple, list[float]] = {}
+    for _plan, budget, saved, flops in (r for r in rows if r[0] == label):
+        if label == "optimum" or optimum.get(budget) != (saved, flops):
+            at_point.setdefault((saved, flops), []).append(budget)
+    for (saved, flops), budgets in at_point.items():
+        text = f"{min(budgets):g}" if len(budgets) == 1 else f"{min(budgets):g}-{max(budgets):g}"
+        ax.annotate(text, (saved / scale, flops / 1e6), textcoords="offset points",
+                    xytext=(5 + offset[0], 3 + offset[1]), fontsize=7,
+                    color=ax.lines[-1].get_color())
+
+
 def plot(rows: list[list], path: Path, title: str) -> None:
+    """Saved bytes against recomputed FLOPs, one curve per plan, budgets written on points."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.transforms import offset_copy
 
-    styles = {"optimum": ("o-", 9), "torch": ("s--", 7), "knapsack": ("^:", 6)}
     unit, scale = ("MiB", 2**20) if max(r[2] for r in rows) >= 2**20 else ("KiB", 2**10)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 6))
     for label in dict.fromkeys(r[0] for r in rows):
         mine = sorted((r for r in rows if r[0] == label), key=lambda r: r[1])
-        marker, size = styles.get(label, ("o-", 6))
-        ax.plot([r[2] / scale for r in mine], [r[3] / 1e6 for r in mine], marker,
-                label=label, alpha=0.75, markersize=size)
+        marker, line, size, (dx, dy) = STYLES.get(label, ("o", "-", 6, (0, 0)))
+        shown = label if (dx, dy) == (0, 0) else f"{label} (drawn {abs(dx)} pt apart)"
+        (curve,) = ax.plot([r[2] / scale for r in mine], [r[3] / 1e6 for r in mine],
+                           marker=marker, linestyle=line, label=shown, markersize=size,
+                           markerfacecolor="none")
+        # shifted after plotting, so the axes' limits still come from the data
+        curve.set_transform(offset_copy(ax.transData, fig=fig, x=dx, y=dy, units="points"))
+        _budget_labels(ax, rows, label, scale, (dx, dy))
     ax.set_xlabel(f"activation memory saved for backward ({unit})")
     ax.set_ylabel("recomputed FLOPs in backward (MFLOP)")
-    ax.set_title(title)
+    ax.set_title(f"{title}\n(numbers on points: the memory budget)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
+    fig.text(0.01, 0.01, BUDGET_ONE_NOTE, fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -192,7 +225,8 @@ def run(args: argparse.Namespace) -> int:
         writer.writerow(COLUMNS)
         writer.writerows(rows)
     prefix.with_suffix(".json").write_text(json.dumps(
-        {"model": args.model, "rows": [dict(zip(COLUMNS, row)) for row in rows]}, indent=2))
+        {"model": args.model, "budget_1_note": BUDGET_ONE_NOTE.replace("\n", " "),
+         "rows": [dict(zip(COLUMNS, row, strict=True)) for row in rows]}, indent=2))
     plot(rows, prefix.with_suffix(".png"), f"{args.model}: budgets 0..1, same cost model")
     written = ", ".join(str(prefix.with_suffix(s)) for s in (".csv", ".json", ".png"))
     print(f"wrote {written}")

@@ -55,3 +55,30 @@ def test_pareto_lives_above_the_components():
     for path in pathlib.Path(refimpl.partition.__file__).parent.glob("*.py"):
         text = path.read_text()
         assert "refimpl.oracle" not in text and "refimpl.pareto" not in text, path.name
+
+
+def test_plot_tells_the_curves_apart_and_labels_budgets(tmp_path, monkeypatch):
+    """Each curve has its own marker and line style and is drawn apart from the others; the
+    budgets are written on the points (coinciding budgets share one label); the budget-1.0
+    note is on the figure."""
+    import matplotlib.pyplot as plt
+
+    from refimpl import pareto
+
+    rows = [["optimum", 0.0, 0, 4e6], ["optimum", 0.5, 1024, 1e6], ["optimum", 1.0, 2048, 0.0],
+            ["knapsack", 0.0, 0, 4e6], ["knapsack", 0.5, 0, 4e6], ["knapsack", 1.0, 2048, 0.0],
+            ["torch", 0.0, 0, 4e6], ["torch", 0.5, 1024, 1e6], ["torch", 1.0, 2048, 0.0]]
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to inspect it
+    pareto.plot(rows, tmp_path / "p.png", "t")
+    (fig,) = figures
+    ax = fig.axes[0]
+    styles = {(line.get_marker(), line.get_linestyle()) for line in ax.lines}
+    assert len(styles) == 3
+    offsets = {tuple(line.get_transform().transform((0, 0))) for line in ax.lines}
+    assert len(offsets) == 3  # drawn apart: no curve hides under another
+    labels = sorted(t.get_text() for t in ax.texts)
+    # optimum: 0, 0.5, 1; knapsack differs from the optimum at 0.5 only (at the 0.0 point,
+    # whose label "0.5" it gets alone); torch coincides with the optimum everywhere.
+    assert labels == ["0", "0.5", "0.5", "1"]
+    assert any("budget 1.0" in t.get_text() for t in fig.texts)
