@@ -127,8 +127,8 @@ def catalogue_markdown(folder: Path, report: Path | None) -> str:
         ("*Reach* is the share of examples that reached the case the property was written for, "
          f"read from `{report.name}`." if report is not None else
          "No `refimpl fuzz` report was given, so reach is not shown: build with "
-         f"`{REPORT_VARIABLE}=fuzz-out/report.json` (after `refimpl fuzz --target refimpl`, "
-         "`HYPOTHESIS_PROFILE=ci`) to add it."),
+         f"`{REPORT_VARIABLE}=fuzz-out/report.json` after `refimpl fuzz --target refimpl "
+         "--profile ci` to add it."),
         "",
     ]
     sections = [_component_section(c, [p for p in props if p.component == c], file_docs, reach)
