@@ -1,0 +1,46 @@
+"""Which inputs a compiled graph mutates, and what that forbids the backward to read.
+
+AOTAutograd functionalises a training graph: an in-place write to an input ``w`` becomes a
+pure op whose result (``w``'s new value) is a forward output, and AOTAutograd's runtime
+copies that value into ``w`` after the forward graph has run. So the joint graph's primal
+``w`` holds the value from BEFORE the write, but by the time the backward runs the tensor
+``w`` holds the value from AFTER it (and autograd's version counter says so). Hence the rule
+the partitioner keeps (:func:`refimpl.partition.candidates.hard_bans`): no forward node that
+reads a mutated primal (directly or through views of it) is recomputed in the backward;
+it is saved, as eager autograd saves the tensors an op read when it ran.
+
+Detection (:func:`mutated_inputs`): run dynamo's graph once on fake copies of its inputs
+(no real work, no real memory) and report the inputs whose version counter moved. The
+indices are the joint graph's primal positions, since AOTAutograd's primals are dynamo's
+inputs in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+__all__ = ["mutated_inputs"]
+
+
+def _fake_copy(value: Any, mode: FakeTensorMode) -> Any:
+    """A fake, detached copy of a tensor input (its own storage); other inputs as they are."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    with mode:
+        return mode.from_tensor(value.detach()).clone()
+
+
+def mutated_inputs(gm: fx.GraphModule, example_inputs: list[Any]) -> tuple[int, ...]:
+    """Positions of the ``example_inputs`` that ``gm`` writes to in place (data writes:
+    their version counter moves when ``gm`` runs on fake copies of them)."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True)  # the graph may hold real constants
+    copies = [_fake_copy(v, mode) for v in example_inputs]
+    before = [v._version if isinstance(v, torch.Tensor) else None for v in copies]
+    with mode, torch.no_grad():
+        gm(*copies)
+    return tuple(i for i, (v, b) in enumerate(zip(copies, before, strict=True))
+                 if b is not None and v._version != b)
