@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 __all__ = ["mutated_inputs"]
 
@@ -37,7 +38,9 @@ def _fake_copy(value: Any, mode: FakeTensorMode) -> Any:
 def mutated_inputs(gm: fx.GraphModule, example_inputs: list[Any]) -> tuple[int, ...]:
     """Positions of the ``example_inputs`` that ``gm`` writes to in place (data writes:
     their version counter moves when ``gm`` runs on fake copies of them)."""
-    mode = FakeTensorMode(allow_non_fake_inputs=True)  # the graph may hold real constants
+    # real constants may sit in the graph; a shape env lets data-dependent ops (.item())
+    # return unbacked symbols instead of raising
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
     copies = [_fake_copy(v, mode) for v in example_inputs]
     before = [v._version if isinstance(v, torch.Tensor) else None for v in copies]
     with mode, torch.no_grad():
