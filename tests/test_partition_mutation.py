@@ -51,3 +51,15 @@ def test_readers_of_a_mutated_primal_and_its_views_are_banned():
         _node("v", "forward", ["w"], view=True), _node("h", "forward", ["v"]),
         _node("y", "forward", ["x"])], num_fwd_outputs=1)
     assert reads_mutated_input(graph) == {"v", "h"}
+
+
+def test_a_write_to_aliased_inputs_is_refused_by_name():
+    from refimpl.partition.mutation import AliasedMutatedInputs
+
+    def write(a, b):
+        a.add_(1)
+        return b * 2
+
+    base = torch.randn(4)
+    with pytest.raises(AliasedMutatedInputs, match="inputs 0 and 1 share a storage"):
+        mutated_inputs(torch.fx.symbolic_trace(write), [base[:2], base[2:]])

@@ -24,7 +24,7 @@ from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-__all__ = ["mutated_inputs"]
+__all__ = ["AliasedMutatedInputs", "mutated_inputs"]
 
 
 def _fake_copy(value: Any, mode: FakeTensorMode) -> Any:
@@ -35,9 +35,29 @@ def _fake_copy(value: Any, mode: FakeTensorMode) -> Any:
         return mode.from_tensor(value.detach()).clone()
 
 
+class AliasedMutatedInputs(NotImplementedError):
+    """A graph writes to an input that shares its storage with another input: AOTAutograd
+    then merges them into one synthetic base, and its primals no longer follow dynamo's
+    inputs one to one. refimpl does not map that case (it raises rather than guess)."""
+
+
+def _check_no_aliasing(example_inputs: list[Any], mutated: tuple[int, ...]) -> None:
+    tensors = [(i, v) for i, v in enumerate(example_inputs) if isinstance(v, torch.Tensor)]
+    seen: dict[int, int] = {}
+    for i, v in tensors:
+        key = v.untyped_storage().data_ptr()
+        if key in seen and v.untyped_storage().nbytes() > 0:
+            raise AliasedMutatedInputs(
+                f"example_inputs: inputs {seen[key]} and {i} share a storage and the graph "
+                f"writes to input(s) {list(mutated)} in place; refimpl's partitioner does "
+                "not support mutating aliased inputs")
+        seen[key] = i
+
+
 def mutated_inputs(gm: fx.GraphModule, example_inputs: list[Any]) -> tuple[int, ...]:
     """Positions of the ``example_inputs`` that ``gm`` writes to in place (data writes:
-    their version counter moves when ``gm`` runs on fake copies of them)."""
+    their version counter moves when ``gm`` runs on fake copies of them). Raises
+    :class:`AliasedMutatedInputs` when some are written and two inputs share a storage."""
     # real constants may sit in the graph; a shape env lets data-dependent ops (.item())
     # return unbacked symbols instead of raising
     mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
@@ -45,5 +65,8 @@ def mutated_inputs(gm: fx.GraphModule, example_inputs: list[Any]) -> tuple[int, 
     before = [v._version if isinstance(v, torch.Tensor) else None for v in copies]
     with mode, torch.no_grad():
         gm(*copies)
-    return tuple(i for i, (v, b) in enumerate(zip(copies, before, strict=True))
-                 if b is not None and v._version != b)
+    mutated = tuple(i for i, (v, b) in enumerate(zip(copies, before, strict=True))
+                    if b is not None and v._version != b)
+    if mutated:
+        _check_no_aliasing(example_inputs, mutated)
+    return mutated
