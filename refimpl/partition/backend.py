@@ -20,6 +20,7 @@ from torch import fx
 
 from refimpl.partition.fx_edge import partition_fn
 from refimpl.partition.graph import JointGraph
+from refimpl.partition.mutation import mutated_inputs
 from refimpl.partition.options import PartitionOptions
 from refimpl.partition.plan import Plan
 
@@ -51,12 +52,13 @@ class DynamoBackend:
 
         self.compiled += 1
         options = self.options or PartitionOptions.from_torch_config()
+        mutated = mutated_inputs(gm, example_inputs)
         if options.optimize_layout:
             from refimpl.layout import optimize_layout
 
             gm = optimize_layout(gm, example_inputs)
         partition = functools.partial(partition_fn, options=options, on_plan=self.on_plan,
-                                      on_graph=self.on_graph)
+                                      on_graph=self.on_graph, mutated_inputs=mutated)
         return aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop,
                             decompositions=_decompositions(),
                             partition_fn=partition)(gm, example_inputs)

@@ -3,8 +3,10 @@
 All on plain :class:`~refimpl.partition.graph.JointGraph` data:
 
 ``hard_bans``      never recomputed at any budget: random ops (recomputing draws fresh
-                   values, which would change results), ops that mutate an argument, and
-                   what a checkpoint policy marks ``must_save`` (:func:`policy_must_save`).
+                   values, which would change results), ops that mutate an argument,
+                   what a checkpoint policy marks ``must_save`` (:func:`policy_must_save`),
+                   and readers of a mutated input (:func:`reads_mutated_input`: by the
+                   backward the input holds its new value).
 ``unsavable``      never saved: tuples (their elements are saved instead) and what a
                    checkpoint region or policy marks recompute (torch's ``must_recompute``),
                    unless a hard ban overrides it (random ops are always saved).
@@ -55,9 +57,24 @@ def policy_must_save(graph: JointGraph) -> set[str]:
     return marked
 
 
+def reads_mutated_input(graph: JointGraph) -> set[str]:
+    """Forward nodes that read a primal the forward mutates, directly or through views of
+    it (views included): recomputed in the backward they would read the input's NEW value
+    (AOTAutograd copies it in after the forward; :mod:`refimpl.partition.mutation`)."""
+    stale = {n.name for n in graph.nodes if n.role == "primal" and n.mutated}
+    readers: set[str] = set()
+    for node in graph.nodes:  # topological: a view's base is classified before it
+        if node.role == "forward" and stale.intersection(node.inputs):
+            readers.add(node.name)
+            if node.view:
+                stale.add(node.name)
+    return readers
+
+
 def hard_bans(graph: JointGraph) -> set[str]:
-    """Forward nodes that are never recomputed: random, mutating, marked must-save."""
-    must_save = policy_must_save(graph)
+    """Forward nodes that are never recomputed: random, mutating, marked must-save, and
+    readers of a mutated input."""
+    must_save = policy_must_save(graph) | reads_mutated_input(graph)
     return {n.name for n in graph.forward_side()
             if n.role == "forward" and (n.random or n.mutable or n.name in must_save)}
 

@@ -16,6 +16,10 @@ Runtime, two estimators (``PartitionOptions.runtime_estimator``)
                  dtype and device, or value) are timed once and share the figure: the same
                  work costs the same, so noise cannot rank two identical matmuls apart and
                  flip a plan on a busy machine.
+Dynamic shapes
+    A graph compiled with symbolic sizes is costed on the sizes of the call that compiled it
+    (each symbol's hint), read WITHOUT a guard (:func:`hinted`): a guard on a size would
+    specialise the graph to it, and dynamo would recompile on every new size.
 """
 
 from __future__ import annotations
@@ -26,6 +30,17 @@ from typing import Any
 
 import torch
 from torch import fx
+
+try:  # torch >= 2.12
+    from torch.fx.experimental.symbolic_shapes import optimization_hint
+except ImportError:  # torch 2.10, 2.11: the same hint, read without a guard
+    from torch.fx.experimental.symbolic_shapes import hint_int
+
+    #: an unbacked size's stand-in (inductor's ``unbacked_symint_fallback``).
+    UNBACKED_FALLBACK = 8192
+
+    def optimization_hint(a, fallback: int | None = None) -> int:
+        return hint_int(a, fallback=UNBACKED_FALLBACK if fallback is None else fallback)
 from torch.utils._pytree import tree_map
 
 
@@ -38,8 +53,31 @@ def is_savable(val: Any) -> bool:
     return isinstance(val, torch.Tensor) or is_sym(val)
 
 
+def _has_symbols(t: torch.Tensor) -> bool:
+    return any(is_sym(d) for d in (*t.shape, *t.stride(), t.storage_offset()))
+
+
+def hinted(val: Any) -> Any:
+    """``val`` with every symbolic size replaced by its hint (the size of the call that
+    compiled the graph), without installing a guard: a symbol becomes an int, a tensor with
+    symbolic sizes a meta tensor of the hinted shape and strides; anything else as is."""
+    if is_sym(val):
+        return optimization_hint(val)
+    if isinstance(val, torch.Tensor) and _has_symbols(val):
+        shape = [optimization_hint(d) for d in val.shape]
+        stride = [optimization_hint(d) for d in val.stride()]
+        return torch.empty_strided(shape, stride, dtype=val.dtype, device="meta")
+    return val
+
+
 def value_bytes(val: Any) -> int:
-    """Storage bytes a value keeps alive (tuples: the sum over their tensors)."""
+    """Storage bytes a value keeps alive (tuples: the sum over their tensors); symbolic
+    sizes at their hints (:func:`hinted`)."""
+    if isinstance(val, torch.Tensor) and _has_symbols(val):
+        storage = val.untyped_storage().nbytes()
+        if is_sym(storage):
+            return int(optimization_hint(storage))
+        return int(storage)
     if isinstance(val, torch.Tensor):
         try:
             return int(val.untyped_storage().nbytes())
@@ -51,8 +89,9 @@ def value_bytes(val: Any) -> int:
 
 
 def _meta_args(node: fx.Node) -> tuple[tuple, dict]:
-    """The node's args and kwargs with every input node replaced by its ``meta['val']``."""
-    to_val = lambda a: a.meta.get("val") if isinstance(a, fx.Node) else a
+    """The node's args and kwargs with every input node replaced by its ``meta['val']``,
+    symbolic sizes at their hints (:func:`hinted`)."""
+    to_val = lambda a: hinted(a.meta.get("val")) if isinstance(a, fx.Node) else hinted(a)
     return tree_map(to_val, node.args), tree_map(to_val, node.kwargs)
 
 
@@ -63,17 +102,27 @@ def flops_runtime(node: fx.Node) -> float:
     if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
         return 0.0
     args, kwargs = _meta_args(node)
-    return float(count_flops(node.target, args, kwargs, node.meta.get("val")))
+    out = tree_map(hinted, node.meta.get("val"))
+    return float(count_flops(node.target, args, kwargs, out))
 
 
-def _materialise(val: Any) -> Any:
-    """A real tensor with the shape, strides, dtype and device of a fake one."""
+def _materialise(val: Any, device: torch.device | None) -> Any:
+    """A real tensor with the shape, strides, dtype and device of a fake one (its
+    ``device``: a hinted value is on ``meta``)."""
     if not isinstance(val, torch.Tensor):
         return val
-    real = torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device=val.device)
+    real = torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device=device)
     if real.is_floating_point() or real.is_complex():
         return real.normal_()
     return real.zero_()
+
+
+def _device_of(val: Any, default: torch.device | None) -> torch.device | None:
+    """Where a hinted value really lives: its own device, unless it is a hinted ``meta``
+    stand-in (then the node's output device, ``default``)."""
+    if isinstance(val, torch.Tensor) and val.device.type != "meta":
+        return val.device
+    return default or torch.device("cpu")
 
 
 def _sync(device: torch.device | None) -> None:
@@ -86,9 +135,10 @@ def profile_runtime(node: fx.Node, repeats: int = 5) -> float:
     if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
         return 0.0
     fake_args, fake_kwargs = _meta_args(node)
-    args, kwargs = tree_map(_materialise, fake_args), tree_map(_materialise, fake_kwargs)
     val = node.meta.get("val")
     device = val.device if isinstance(val, torch.Tensor) else None
+    real = lambda a: _materialise(a, _device_of(a, device))
+    args, kwargs = tree_map(real, fake_args), tree_map(real, fake_kwargs)
     times = []
     try:
         for _ in range(repeats + 1):  # the first run warms caches and is dropped

@@ -113,11 +113,25 @@ def _policy(node: fx.Node) -> str:
     return name.lower() if isinstance(name, str) else ""
 
 
+def _mutated_primals(gm: fx.GraphModule, roles: dict[fx.Node, str],
+                     mutated_inputs: tuple[int, ...]) -> set[fx.Node]:
+    """The primal placeholders at positions ``mutated_inputs`` (AOTAutograd's input order)."""
+    primals = [n for n in gm.graph.nodes if roles.get(n) == "primal"]
+    for index in mutated_inputs:
+        if not 0 <= index < len(primals):
+            raise ValueError(f"mutated_inputs: index {index} is not a primal position "
+                             f"(the joint graph has {len(primals)} primals)")
+    return {primals[i] for i in mutated_inputs}
+
+
 def joint_graph_from_fx(gm: fx.GraphModule, num_fwd_outputs: int,
-                        runtime_of: Callable[[fx.Node], float]) -> JointGraph:
+                        runtime_of: Callable[[fx.Node], float],
+                        mutated_inputs: tuple[int, ...] = ()) -> JointGraph:
     """Plain-data view of an AOTAutograd joint graph (roles, bytes, op facts, runtime,
-    checkpoint annotations)."""
+    checkpoint annotations; ``mutated_inputs``: positions of the primals the forward
+    writes to in place)."""
     roles = _roles(gm)
+    mutated = _mutated_primals(gm, roles, mutated_inputs)
     output = next(iter(gm.graph.find_nodes(op="output")))
     outs = list(torch.utils._pytree.tree_leaves(output.args))
     fw_required = _forward_ancestors(outs[:num_fwd_outputs])
@@ -143,13 +157,14 @@ def joint_graph_from_fx(gm: fx.GraphModule, num_fwd_outputs: int,
             pointwise=info.get("pointwise", False), view=info.get("view", False),
             storage=storage[node], fw_required=node in fw_required,
             runtime=runtime_of(node) if roles[node] == "forward" else 0.0,
-            policy=_policy(node), ac_graph_id=node.meta.get("ac_graph_id")))
+            policy=_policy(node), ac_graph_id=node.meta.get("ac_graph_id"),
+            mutated=node in mutated))
     bw_outputs = [o.name for o in outs[num_fwd_outputs:] if isinstance(o, fx.Node)]
     return JointGraph(nodes, num_fwd_outputs, bw_outputs)
 
 
-def prepare(joint_module: fx.GraphModule, num_fwd_outputs: int, options: PartitionOptions
-            ) -> JointGraph:
+def prepare(joint_module: fx.GraphModule, num_fwd_outputs: int, options: PartitionOptions,
+            mutated_inputs: tuple[int, ...] = ()) -> JointGraph:
     """The stages before the solver, in place on ``joint_module``: dead code out, the
     joint-graph CSE (``options.cse``, refimpl's :func:`refimpl.cse.fx_graph_cse`), then the
     plain graph with the estimator's runtimes."""
@@ -161,7 +176,7 @@ def prepare(joint_module: fx.GraphModule, num_fwd_outputs: int, options: Partiti
     else:
         joint_module.recompile()
     estimate = cost.runtime_estimator(options.runtime_estimator, options.profile_repeats)
-    return joint_graph_from_fx(joint_module, num_fwd_outputs, estimate)
+    return joint_graph_from_fx(joint_module, num_fwd_outputs, estimate, mutated_inputs)
 
 
 def partition_fn(joint_module: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
@@ -169,16 +184,19 @@ def partition_fn(joint_module: fx.GraphModule, joint_inputs: Any, *, num_fwd_out
                  options: PartitionOptions | None = None,
                  on_plan: Callable[[Plan], None] | None = None,
                  on_graph: Callable[[JointGraph], None] | None = None,
+                 mutated_inputs: tuple[int, ...] = (),
                  **_unused: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
     """AOTAutograd partition function: refimpl's plan, as (forward, backward) modules.
 
     ``options`` defaults to ``PartitionOptions()`` (budget 1.0); ``on_plan`` receives the
-    :class:`Plan`, ``on_graph`` the plain :class:`JointGraph` it was made on. Use
+    :class:`Plan`, ``on_graph`` the plain :class:`JointGraph` it was made on;
+    ``mutated_inputs`` the primal positions the forward writes to in place
+    (:func:`refimpl.partition.mutation.mutated_inputs`). Use
     ``functools.partial(partition_fn, options=...)`` to plug it in."""
     options = options or PartitionOptions()
     if not isinstance(options, PartitionOptions):
         raise TypeError(f"options must be a PartitionOptions, got {type(options).__name__}")
-    graph = prepare(joint_module, num_fwd_outputs, options)
+    graph = prepare(joint_module, num_fwd_outputs, options, mutated_inputs)
     if on_graph is not None:
         on_graph(graph)
     plan = choose(graph, options)

@@ -47,6 +47,7 @@ class JointNode:
     users: list[str] = field(default_factory=list)
     policy: str = ""  # "must_save", "prefer_save", "must_recompute", "prefer_recompute"
     ac_graph_id: int | None = None  # which checkpoint region it belongs to
+    mutated: bool = False  # a primal the forward writes to in place (refimpl.partition.mutation)
 
     @property
     def must_recompute(self) -> bool:

@@ -16,6 +16,7 @@ strategy.
 | flop_models | random models of one matmul-class layer family, for model-level FLOP counts |
 | fused       | torch.nn modules with a fused inference path (``fused_cases``) |
 | flop_programs | free-op programs and arithmetic with no FLOP formula (``free_programs``) |
+| mutating    | programs that write to an input in place (``mutation_programs``) |
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import importlib
 
 SUBMODULES = ("conv", "matmul", "graphs", "programs", "modules", "nets", "flop_models",
-              "fused", "flop_programs")
+              "fused", "flop_programs", "mutating")
 
 
 def __getattr__(name: str):

@@ -1,0 +1,72 @@
+"""Which inputs a compiled graph mutates, and what that forbids the backward to read.
+
+AOTAutograd functionalises a training graph: an in-place write to an input ``w`` becomes a
+pure op whose result (``w``'s new value) is a forward output, and AOTAutograd's runtime
+copies that value into ``w`` after the forward graph has run. So the joint graph's primal
+``w`` holds the value from BEFORE the write, but by the time the backward runs the tensor
+``w`` holds the value from AFTER it (and autograd's version counter says so). Hence the rule
+the partitioner keeps (:func:`refimpl.partition.candidates.hard_bans`): no forward node that
+reads a mutated primal (directly or through views of it) is recomputed in the backward;
+it is saved, as eager autograd saves the tensors an op read when it ran.
+
+Detection (:func:`mutated_inputs`): run dynamo's graph once on fake copies of its inputs
+(no real work, no real memory) and report the inputs whose version counter moved. The
+indices are the joint graph's primal positions, since AOTAutograd's primals are dynamo's
+inputs in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+__all__ = ["AliasedMutatedInputs", "mutated_inputs"]
+
+
+def _fake_copy(value: Any, mode: FakeTensorMode) -> Any:
+    """A fake, detached copy of a tensor input (its own storage); other inputs as they are."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    with mode:
+        return mode.from_tensor(value.detach()).clone()
+
+
+class AliasedMutatedInputs(NotImplementedError):
+    """A graph writes to an input that shares its storage with another input: AOTAutograd
+    then merges them into one synthetic base, and its primals no longer follow dynamo's
+    inputs one to one. refimpl does not map that case (it raises rather than guess)."""
+
+
+def _check_no_aliasing(example_inputs: list[Any], mutated: tuple[int, ...]) -> None:
+    tensors = [(i, v) for i, v in enumerate(example_inputs) if isinstance(v, torch.Tensor)]
+    seen: dict[int, int] = {}
+    for i, v in tensors:
+        key = v.untyped_storage().data_ptr()
+        if key in seen and v.untyped_storage().nbytes() > 0:
+            raise AliasedMutatedInputs(
+                f"example_inputs: inputs {seen[key]} and {i} share a storage and the graph "
+                f"writes to input(s) {list(mutated)} in place; refimpl's partitioner does "
+                "not support mutating aliased inputs")
+        seen[key] = i
+
+
+def mutated_inputs(gm: fx.GraphModule, example_inputs: list[Any]) -> tuple[int, ...]:
+    """Positions of the ``example_inputs`` that ``gm`` writes to in place (data writes:
+    their version counter moves when ``gm`` runs on fake copies of them). Raises
+    :class:`AliasedMutatedInputs` when some are written and two inputs share a storage."""
+    # real constants may sit in the graph; a shape env lets data-dependent ops (.item())
+    # return unbacked symbols instead of raising
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+    copies = [_fake_copy(v, mode) for v in example_inputs]
+    before = [v._version if isinstance(v, torch.Tensor) else None for v in copies]
+    with mode, torch.no_grad():
+        gm(*copies)
+    mutated = tuple(i for i, (v, b) in enumerate(zip(copies, before, strict=True))
+                    if b is not None and v._version != b)
+    if mutated:
+        _check_no_aliasing(example_inputs, mutated)
+    return mutated

@@ -1,0 +1,103 @@
+"""Random programs that write to an input in place, for the partitioner's properties.
+
+A :class:`MutationSpec` is plain data. The program takes ``x`` (``(n, width)``,
+``requires_grad``) and a weight ``w`` (``(width, width)``, no grad: a buffer-like input the
+program updates, as an optimiser step or a running statistic does), and runs
+
+1. ``mutate``: an in-place write to ``w`` (or to a view of it): ``w.add_(c)``, ``w.mul_(c)``,
+   ``w[:, :k].add_(c)`` (a view's columns), ``w.copy_(w.cos())``;
+2. ``read``: a value ``h`` computed from the NEW ``w``: ``w`` itself, ``w.sin()``,
+   ``w * c`` or ``w[:, :k] @ w[:, :k].t()`` (square again);
+3. ``y = x @ h`` and a nonlinear op of ``y`` (cos, sin or tanh), summed.
+
+The backward of ``x @ h`` reads ``h`` (the gradient of ``x`` is ``g @ h.T``); ``h`` is cheap to
+recompute from ``w`` and costs bytes to save, so a budget below 1 tempts a partitioner to
+recompute it in the backward from the graph's input ``w``. AOTAutograd copies ``w``'s new
+value in after the forward graph has run, so that recompute reads a value the forward never
+used (or trips autograd's version check).
+Eager saves ``h``; so must a correct partitioner. The write always precedes every read, so
+eager itself never reads a stale ``w`` and never raises.
+
+``spec.make()`` returns ``fn(x, w)``; ``spec.inputs(seed)`` fresh inputs; ``str(spec)``
+prints the program for a reproducer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from hypothesis import strategies as st
+
+__all__ = ["MUTATIONS", "READS", "MutationSpec", "mutation_programs"]
+
+MUTATIONS = ("add_", "mul_", "slice_add_", "copy_cos")
+READS = ("identity", "sin", "scale", "slice")
+NONLINEAR = {"cos": torch.cos, "sin": torch.sin, "tanh": torch.tanh}
+
+
+@dataclass(frozen=True)
+class MutationSpec:
+    """One program of the module docstring's family."""
+
+    n: int
+    width: int
+    mutate: str
+    read: str
+    nonlinear: str
+    constant: float
+    k: int  # columns of the slice views (1 <= k <= width)
+
+    def __str__(self) -> str:
+        return (f"MutationSpec(n={self.n}, width={self.width}, mutate={self.mutate!r}, "
+                f"read={self.read!r}, nonlinear={self.nonlinear!r}, "
+                f"constant={self.constant!r}, k={self.k})")
+
+    def _write(self, w: torch.Tensor) -> None:
+        c, k = self.constant, self.k
+        if self.mutate == "add_":
+            w.add_(c)
+        elif self.mutate == "mul_":
+            w.mul_(c)
+        elif self.mutate == "slice_add_":
+            w[:, :k].add_(c)
+        else:  # copy_cos
+            w.copy_(w.cos())
+
+    def _read(self, w: torch.Tensor) -> torch.Tensor:
+        if self.read == "identity":
+            return w
+        if self.read == "sin":
+            return w.sin()
+        if self.read == "scale":
+            return w * self.constant
+        return w[:, :self.k] @ w[:, :self.k].t()  # slice: (width, width) again
+
+    def make(self):
+        nonlinear = NONLINEAR[self.nonlinear]
+
+        def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            self._write(w)
+            return nonlinear(x @ self._read(w)).sum()
+
+        return fn
+
+    def inputs(self, seed: int) -> list[torch.Tensor]:
+        """``[x, w]``: ``x`` requires grad, ``w`` does not (it is written in place)."""
+        gen = torch.Generator().manual_seed(seed)
+        x = torch.randn(self.n, self.width, generator=gen).requires_grad_()
+        w = torch.randn(self.width, self.width, generator=gen) / self.width ** 0.5
+        return [x, w]
+
+
+@st.composite
+def mutation_programs(draw: st.DrawFn) -> MutationSpec:
+    """A :class:`MutationSpec` (module docstring)."""
+    width = draw(st.integers(2, 24), label="width")
+    return MutationSpec(
+        n=draw(st.integers(1, 16), label="n"), width=width,
+        mutate=draw(st.sampled_from(MUTATIONS), label="mutate"),
+        read=draw(st.sampled_from(READS), label="read"),
+        nonlinear=draw(st.sampled_from(sorted(NONLINEAR)), label="nonlinear"),
+        constant=draw(st.sampled_from([0.5, 1.0, 2.0, -1.5]), label="constant"),
+        k=draw(st.integers(1, width), label="k"))
