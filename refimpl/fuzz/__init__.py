@@ -17,6 +17,7 @@ Stages, each a module, with plain data between them:
 - :mod:`.campaign`  one plain-runner campaign from checked options to the exit status;
 - :mod:`.report`    the summary table (examples, failures, reach), report.json, reproducers;
 - :mod:`.junit`     JUnit XML for CI systems;
+- :mod:`.compare`   ``--compare OLD/report.json``: new failures, fixed ones, reach changes;
 - :mod:`.replay`    what every reproducer calls;
 - :mod:`.hypofuzz`  ``--engine hypofuzz``: the same properties under HypoFuzz;
 - :mod:`.database`  the example database (a folder or Redis), checked before use.

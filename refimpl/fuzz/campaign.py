@@ -59,6 +59,8 @@ def campaign_header(opts: FuzzOptions, backend: Any) -> str:
 
 
 def run_and_report(opts: FuzzOptions, backend: Any) -> int:
+    from refimpl.fuzz.compare import compare, load_rows
+    from refimpl.fuzz.compare import describe as describe_changes
     from refimpl.fuzz.junit import write_junit
     from refimpl.fuzz.outdir import clean_out
     from refimpl.fuzz.report import summary_table, write_json, write_reproducers
@@ -67,6 +69,7 @@ def run_and_report(opts: FuzzOptions, backend: Any) -> int:
     from refimpl.oracle import describe
 
     header = describe(backend)
+    old_rows = load_rows(opts.compare) if opts.compare else None  # before --force cleans
     clean_out(opts.out, resume=opts.resume)
     print(f"refimpl fuzz: {campaign_header(opts, backend)}", flush=True)
     campaign = run_campaign(opts, component_skips(backend, opts.components))
@@ -82,4 +85,6 @@ def run_and_report(opts: FuzzOptions, backend: Any) -> int:
     print(f"\n{summary}{stopped}\n\nreport: {report}", flush=True)
     for nodeid, path in reproducers.items():
         print(f"reproducer for {nodeid}: python {path}")
+    if old_rows is not None:
+        print("\n" + describe_changes(compare(old_rows, load_rows(report)), opts.compare))
     return exit_status(results, campaign.stopped_by)

@@ -81,6 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="reuse a non-empty --out, keeping its example database")
     again.add_argument("--force", action="store_true",
                        help="replace an earlier campaign's --out, database included")
+    parser.add_argument("--compare", type=Path, default=None, metavar="OLD/report.json",
+                        help="an earlier campaign's report.json: list new failures, fixed "
+                             "properties and reach changes at the end")
     parser.add_argument("--junitxml", type=Path, default=None,
                         help="also write JUnit XML here (for CI systems)")
     parser.add_argument("--jobs", type=_positive(int), default=1,
@@ -114,12 +117,14 @@ def _options(args: argparse.Namespace) -> FuzzOptions:
         out=args.out, jobs=args.jobs, database=args.database, properties=args.properties,
         profile=args.profile, fail_fast=args.fail_fast, shrink=args.shrink,
         timeout=args.timeout, junitxml=args.junitxml, resume=args.resume, force=args.force,
+        compare=args.compare,
         engine=args.engine)
 
 
 def preflight(opts: FuzzOptions):
     """Check everything a campaign needs before any property runs; returns the backend.
     Raises :class:`UsageError` naming the option at fault."""
+    from refimpl.fuzz.compare import CompareError, load_rows
     from refimpl.fuzz.database import DatabaseError, check_database
     from refimpl.fuzz.outdir import OutError, check_junitxml, check_out, check_writable_folder
     from refimpl.fuzz.suite import component_files, default_properties_dir
@@ -151,6 +156,11 @@ def preflight(opts: FuzzOptions):
         check_out(opts.out, resume=opts.resume, force=opts.force)
     except OutError as exc:
         raise UsageError("--out", str(exc)) from None
+    if opts.compare is not None:
+        try:
+            load_rows(opts.compare)
+        except CompareError as exc:
+            raise UsageError("--compare", str(exc)) from None
     if opts.junitxml is not None:
         try:
             check_junitxml(opts.junitxml, opts.out)
