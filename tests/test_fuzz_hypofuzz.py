@@ -28,7 +28,8 @@ def _hypofuzz(folder: Path, out: Path, url: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "refimpl", "fuzz", "--engine", "hypofuzz", "--minutes", "0.6",
          "--component", "cse", "--properties", str(folder), "--out", str(out),
-         "--database", url], cwd=folder.parent, stdout=subprocess.PIPE,
+         "--database", url, "--junitxml", str(out / "junit.xml")], cwd=folder.parent,
+        stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)
 
 
@@ -43,6 +44,8 @@ def test_two_hypofuzz_workers_share_redis_and_the_runner_replays(redis_url: str,
         rows = report_of(tmp_path / name)
         assert rows["test_small"]["outcome"] == "failed"
         assert "x=" in rows["test_small"]["example"]
+        # one report tail for both engines: --junitxml is written under HypoFuzz too
+        assert 'failures="1"' in (tmp_path / name / "junit.xml").read_text()
     client = redis.Redis.from_url(redis_url)
     assert len(client.keys("*hypofuzz.worker_identity*")) == 2  # both in one database
     replayed = _run("fuzz", "--component", "cse", "--properties", str(folder), "--out",

@@ -59,32 +59,40 @@ def campaign_header(opts: FuzzOptions, backend: Any) -> str:
 
 
 def run_and_report(opts: FuzzOptions, backend: Any) -> int:
-    from refimpl.fuzz.compare import compare, load_rows
-    from refimpl.fuzz.compare import describe as describe_changes
-    from refimpl.fuzz.junit import write_junit
+    """The plain runner's campaign: clean --out, run, then :func:`report_campaign`."""
+    from refimpl.fuzz.compare import load_rows
     from refimpl.fuzz.outdir import clean_out
-    from refimpl.fuzz.report import summary_table, write_json, write_reproducers
     from refimpl.fuzz.runner import run_campaign
-    from refimpl.fuzz.suite import default_properties_dir
-    from refimpl.oracle import describe
 
-    header = describe(backend)
     old_rows = load_rows(opts.compare) if opts.compare else None  # before --force cleans
     clean_out(opts.out, resume=opts.resume)
     print(f"refimpl fuzz: {campaign_header(opts, backend)}", flush=True)
     campaign = run_campaign(opts, component_skips(backend, opts.components))
-    results = campaign.results
+    return report_campaign(opts, backend, campaign.results, campaign.stopped_by, old_rows)
+
+
+def report_campaign(opts: FuzzOptions, backend: Any, results: list, stopped_by: int | None,
+                    old_rows: dict | None, engine_note: str = "") -> int:
+    """The one report tail of every engine: reproducers, report.json, summary.txt, the JUnit
+    XML (``--junitxml``), the printed summary, the ``--compare`` lines; the exit status."""
+    from refimpl.fuzz.compare import compare, load_rows
+    from refimpl.fuzz.compare import describe as describe_changes
+    from refimpl.fuzz.junit import write_junit
+    from refimpl.fuzz.report import summary_table, write_json, write_reproducers
+    from refimpl.fuzz.suite import default_properties_dir
+    from refimpl.oracle import describe
+
     properties = opts.properties or default_properties_dir()
     reproducers = write_reproducers(results, opts, properties, Path(os.getcwd()))
-    report = write_json(results, reproducers, opts, header, campaign.stopped_by)
-    summary = f"{campaign_header(opts, backend)}\n\n{summary_table(results)}"
+    report = write_json(results, reproducers, opts, describe(backend), stopped_by)
+    summary = f"{campaign_header(opts, backend)}{engine_note}\n\n{summary_table(results)}"
     (opts.out / "summary.txt").write_text(summary + "\n")
     if opts.junitxml is not None:
         write_junit(results, reproducers, opts.junitxml, opts.target)
-    stopped = f"\nstopped by signal {campaign.stopped_by}" if campaign.stopped_by else ""
+    stopped = f"\nstopped by signal {stopped_by}" if stopped_by else ""
     print(f"\n{summary}{stopped}\n\nreport: {report}", flush=True)
     for nodeid, path in reproducers.items():
         print(f"reproducer for {nodeid}: python {path}")
     if old_rows is not None:
         print("\n" + describe_changes(compare(old_rows, load_rows(report)), opts.compare))
-    return exit_status(results, campaign.stopped_by)
+    return exit_status(results, stopped_by)

@@ -211,14 +211,15 @@ def _supervise(opts: FuzzOptions, files: list[Path], status_dir: Path,
 
 
 def run_hypofuzz(opts: FuzzOptions, backend: Any) -> int:
-    """The whole --engine hypofuzz campaign; the exit status as for the plain runner."""
-    from refimpl.fuzz.campaign import component_skips, exit_status
+    """The whole --engine hypofuzz campaign; reported by the plain runner's report tail
+    (:func:`refimpl.fuzz.campaign.report_campaign`: --junitxml and --compare included)."""
+    from refimpl.fuzz.campaign import campaign_header, component_skips, report_campaign
+    from refimpl.fuzz.compare import load_rows
     from refimpl.fuzz.outdir import clean_out
-    from refimpl.fuzz.report import summary_table, write_json, write_reproducers
     from refimpl.fuzz.suite import component_files, default_properties_dir
-    from refimpl.oracle import describe
 
-    header, properties = describe(backend), opts.properties or default_properties_dir()
+    properties = opts.properties or default_properties_dir()
+    old_rows = load_rows(opts.compare) if opts.compare else None  # before --force cleans
     clean_out(opts.out, resume=opts.resume)
     skips = component_skips(backend, opts.components)
     files = {c: component_files(properties, c) for c in opts.components if c not in skips}
@@ -228,16 +229,13 @@ def run_hypofuzz(opts: FuzzOptions, backend: Any) -> int:
     stopped_by: list[int] = []
     previous = {s: signal.signal(s, lambda n, f: stopped_by.append(n))
                 for s in (signal.SIGINT, signal.SIGTERM)}
-    print(f"refimpl fuzz: target {header}; engine hypofuzz", flush=True)
+    print(f"refimpl fuzz: {campaign_header(opts, backend)}; engine hypofuzz", flush=True)
     try:
         _supervise(opts, [f for fs in files.values() for f in fs], status_dir, stopped_by)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
     results = skipped + _results(opts, files, read_status(status_dir), started)
-    reproducers = write_reproducers(results, opts, properties, Path(os.getcwd()))
-    report = write_json(results, reproducers, opts, header, stopped_by[0] if stopped_by else None)
-    summary = f"target: {header} (engine hypofuzz)\n{summary_table(results)}"
-    (opts.out / "summary.txt").write_text(summary + "\n")
-    print(f"\n{summary}\n\nreport: {report}\nHypoFuzz log: {opts.out / 'logs' / 'hypofuzz.log'}")
-    return exit_status(results, stopped_by[0] if stopped_by else None)
+    print(f"HypoFuzz log: {opts.out / 'logs' / 'hypofuzz.log'}")
+    return report_campaign(opts, backend, results, stopped_by[0] if stopped_by else None,
+                           old_rows, engine_note=" (engine hypofuzz)")
