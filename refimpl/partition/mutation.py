@@ -24,11 +24,29 @@ from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+from refimpl.partition.cost import is_sym, optimization_hint
+
 __all__ = ["AliasedMutatedInputs", "mutated_inputs"]
 
 
+def _concrete(value: Any) -> Any:
+    """``value`` with dynamo's symbols at their hints: a symbolic size becomes an int, a
+    tensor with symbolic sizes an empty one of the hinted sizes. Symbols belong to dynamo's
+    shape env, which the fresh fake mode here does not know."""
+    if is_sym(value):
+        return optimization_hint(value)
+    if isinstance(value, torch.Tensor) and any(
+            is_sym(d) for d in (*value.shape, *value.stride(), value.storage_offset())):
+        shape = [optimization_hint(d) for d in value.shape]
+        stride = [optimization_hint(d) for d in value.stride()]
+        return torch.empty_strided(shape, stride, dtype=value.dtype, device=value.device)
+    return value
+
+
 def _fake_copy(value: Any, mode: FakeTensorMode) -> Any:
-    """A fake, detached copy of a tensor input (its own storage); other inputs as they are."""
+    """A fake, detached copy of a tensor input (its own storage); other inputs as they are
+    (symbols at their hints: :func:`_concrete`)."""
+    value = _concrete(value)
     if not isinstance(value, torch.Tensor):
         return value
     with mode:
