@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
-import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -62,19 +62,44 @@ def read_properties(folder: Path) -> tuple[list[Property], dict[str, str]]:
     return found, file_docs
 
 
-def targets_with(method: str) -> tuple[list[str], list[str]]:
-    """(built-in targets whose backend class defines ``method``, targets not importable here)."""
-    have, unknown = [], []
+def _class_node(module_name: str, class_name: str) -> tuple[ast.ClassDef, dict[str, str]]:
+    """The class's ``ast`` node in its module's source, and the module's ``from refimpl...``
+    imports (name -> module), read without importing the module."""
+    spec = importlib.util.find_spec(module_name)
+    tree = ast.parse(Path(spec.origin).read_text(), filename=spec.origin)
+    imported = {alias.asname or alias.name: node.module for node in tree.body
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("refimpl")
+                for alias in node.names}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            return node, imported
+    raise LookupError(f"{module_name} defines no class {class_name}")
+
+
+def class_methods(module_name: str, class_name: str) -> set[str]:
+    """Names a class defines, its own and its refimpl bases', read from the source.
+
+    Static on purpose: a FLOP peer's module imports its optional package at the top, and the
+    page must not depend on which extras the machine that builds it has installed."""
+    node, imported = _class_node(module_name, class_name)
+    names = {item.name for item in node.body
+             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    names |= {target.id for item in node.body if isinstance(item, ast.Assign)
+              for target in item.targets if isinstance(target, ast.Name)}
+    for base in node.bases:
+        if isinstance(base, ast.Name):
+            names |= class_methods(imported.get(base.id, module_name), base.id)
+    return names
+
+
+def targets_with(method: str) -> list[str]:
+    """Built-in targets whose backend class defines ``method``, with the extra each needs."""
+    have = []
     for name, entry in BUILTIN_TARGETS.items():
-        module_name, _, attribute = entry.factory.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module_name), attribute)
-        except ImportError:
-            unknown.append(f"{name} (needs the {entry.extra} extra)")
-            continue
-        if getattr(factory, method, None) is not None:
-            have.append(name)
-    return have, unknown
+        module_name, _, class_name = entry.factory.partition(":")
+        if method in class_methods(module_name, class_name):
+            have.append(f"`{name}`" + (f" (extra `{entry.extra}`)" if entry.extra else ""))
+    return have
 
 
 def read_reach(report: Path) -> dict[str, str]:
@@ -96,13 +121,10 @@ def read_reach(report: Path) -> dict[str, str]:
 def _component_section(comp: str, props: list[Property], file_docs: dict[str, str],
                        reach: dict[str, str] | None) -> str:
     method = COMPONENTS[comp]
-    have, unknown = targets_with(method)
+    have = targets_with(method)
     lines = [f"## {comp}", "",
              f"Backend method: `{method}`. Built-in targets that provide it: "
-             f"{', '.join(f'`{t}`' for t in have) or 'none'}."]
-    if unknown:
-        lines.append(f"Not importable where this page was built: {', '.join(unknown)}.")
-    lines.append("")
+             f"{', '.join(have) or 'none'}.", ""]
     for file in dict.fromkeys(p.file for p in props):
         lines += [f"### `refimpl/properties/{file}`", "", file_docs[file] or "(no docstring)", ""]
         for prop in (p for p in props if p.file == file):
