@@ -68,6 +68,9 @@ def test_a_broken_backend_is_the_targets_failure(tmp_path: Path, backend: str):
     assert "harness defect" not in done.stdout
     assert "the target failed" in done.stdout  # the table's note says whose failure it is
     reproducer = next(r["reproducer"] for r in rows.values() if r["reproducer"])
+    text = Path(reproducer).read_text()  # the installed suite by name, not by checkout path
+    assert "properties='refimpl.properties'" in text
+    assert str(Path(__file__).resolve().parents[1]) not in text
     replayed = subprocess.run([sys.executable, reproducer], cwd=tmp_path, capture_output=True,
                               text=True, timeout=300)
     assert replayed.returncode == 1, replayed.stdout + replayed.stderr  # not "fixed"

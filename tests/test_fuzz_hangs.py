@@ -7,6 +7,7 @@ and on small suites of our own making.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -23,13 +24,20 @@ from tests.test_fuzz_limits import BACKENDS, _orphans
 pytestmark = pytest.mark.slow
 
 SHRINKS_SLOWLY = '''
+import os
 import time
+from pathlib import Path
 from hypothesis import given, strategies as st
+
+FAILURES = []  # every call fails (min_size=40): the second is a shrink step
 
 
 @given(xs=st.lists(st.integers(), min_size=40))
 def test_fails_then_shrinks_slowly(refimpl_backend, xs):
     time.sleep(0.3)
+    FAILURES.append(xs)
+    if len(FAILURES) == 2:  # shrinking: the first failure's test case has been observed
+        Path(os.environ["SHRINKING_MARKER"]).touch()
     assert len(xs) < 40, f"refimpl: fewer than 40, target: {len(xs)}"
 '''
 
@@ -91,14 +99,17 @@ def test_a_hang_found_before_minutes_ran_out_is_kept(home: Path):
 def test_a_failure_found_while_shrinking_survives_an_interrupt(tmp_path: Path):
     props = write_suite(tmp_path / "props", "test_cse_shrink.py", SHRINKS_SLOWLY)
     out = tmp_path / "o"
+    marker = tmp_path / "shrinking"  # the property's second failing call: it is shrinking
     proc = subprocess.Popen([sys.executable, "-m", "refimpl", "fuzz", "--component", "cse",
                              "--properties", str(props), "--out", str(out),
                              "--max-examples", "20"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SHRINKING_MARKER": str(marker)})
     try:
         deadline = time.monotonic() + 240
-        while not any((out / "examples").glob("*.pt")) and time.monotonic() < deadline:
-            time.sleep(0.2)  # the worker saves a failing example's arguments when it sees one
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert marker.exists(), "the property never failed twice"
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
     finally:

@@ -1,5 +1,6 @@
 """Reproducers print the expected and the observed value, exit 2 when their target cannot be
-loaded, and rebuild examples holding tensors without the example database."""
+loaded, are code only where the example prints as code (no pickle, no database), and rebuild
+examples holding tensors from a pickle that moves with the campaign's folder."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from refimpl.fuzz.examples import examples_file
+from refimpl.fuzz.report import REBUILT_FROM_CODE
 from tests.test_fuzz import _run, report_of, write_suite
 
 pytestmark = pytest.mark.slow
@@ -101,9 +104,13 @@ def test_a_replay_through_pytest_saves_nothing_where_it_runs(campaign: Path, tmp
     the directory it runs in (it used to, for want of REFIMPL_FUZZ_SAVED)."""
     row = report_of(campaign / "o")["test_tensor_argument"]
     text = Path(row["reproducer"]).read_text()
-    arguments = re.search(r"arguments='([^']+)'", text).group(1)
+    text = re.sub(r"arguments=str\(HERE / '[^']+'\)", f"arguments={str(tmp_path / 'gone.pt')!r}",
+                  text)
+    database = str(campaign / "o" / "hypothesis-db")
+    text = re.sub(r"database=str\(HERE / '[^']+'\)", f"database={database!r}", text)
+    assert "gone.pt" in text and database in text
     copy = tmp_path / "repro.py"
-    copy.write_text(text.replace(arguments, str(tmp_path / "gone.pt")))
+    copy.write_text(text)
     done = _replay(str(copy), tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "replaying through pytest" in done.stdout
@@ -118,3 +125,32 @@ def test_a_reproducer_whose_target_cannot_load_exits_2(campaign: Path, tmp_path:
     done = _replay(str(copy), tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "could not load target 'gone_backend:Backend'" in done.stdout
+
+
+def test_an_example_that_prints_as_code_is_a_file_of_code_only(campaign: Path, tmp_path: Path):
+    """test_sum_matches's example (an int and a float) rebuilds exactly from its printed
+    call: no pickle is kept, and the reproducer copied alone elsewhere still reproduces."""
+    row = report_of(campaign / "o")["test_sum_matches"]
+    assert not examples_file(campaign / "o" / "examples", row["nodeid"]).exists()
+    text = Path(row["reproducer"]).read_text()
+    assert "arguments=None" in text and REBUILT_FROM_CODE in text
+    alone = tmp_path / "bug_report.py"
+    alone.write_text(text)
+    done = _replay(str(alone), tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "REPRODUCED" in done.stdout and "replaying through pytest" not in done.stdout
+
+
+def test_a_pickled_example_moves_with_its_out_folder(campaign: Path, tmp_path: Path):
+    """The tensor example's pickle is named relative to the reproducer: the --out folder
+    copied elsewhere, without its example database, still rebuilds it."""
+    row = report_of(campaign / "o")["test_tensor_argument"]
+    assert examples_file(campaign / "o" / "examples", row["nodeid"]).exists()
+    moved = tmp_path / "moved"
+    shutil.copytree(campaign / "o", moved)
+    shutil.rmtree(moved / "hypothesis-db", ignore_errors=True)
+    reproducer = moved / Path(row["reproducer"]).relative_to(campaign / "o")
+    assert str(campaign / "o") not in reproducer.read_text()
+    done = _replay(str(reproducer), tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "REPRODUCED" in done.stdout and "replaying through pytest" not in done.stdout

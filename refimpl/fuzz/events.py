@@ -37,9 +37,11 @@ import functools
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hypothesis import Phase, settings
@@ -47,7 +49,7 @@ from hypothesis.internal import observability
 from hypothesis.internal.observability import add_observability_callback
 
 from refimpl.fuzz.database import make_database
-from refimpl.fuzz.examples import describe_call, save_arguments
+from refimpl.fuzz.examples import describe_call, keep_arguments
 from refimpl.testing.reach import REACH_EVENT, REACHED
 
 #: ``how_generated`` prefixes of test cases that are not examples of the search.
@@ -87,6 +89,7 @@ class _Recorder:
         self.failing_reason = ""  # why the failing example failed, as Hypothesis saw it
         self.arguments: dict = {}  # the arguments of the example that ran last
         self.call = ""  # the printed call of the example that ran last
+        self.module: ModuleType | None = None  # the property's module (names in the call)
 
     def _observe(self, observation) -> None:
         if getattr(observation, "type", None) != "test_case":
@@ -97,7 +100,8 @@ class _Recorder:
             self.failing = observation.representation
             self.failing_reason = getattr(observation, "status_reason", "") or ""
             if _worker.saved is not None:
-                save_arguments(_worker.saved, self.nodeid, self.arguments)
+                keep_arguments(_worker.saved, self.nodeid, self.arguments, self.call,
+                               self.module)
         if observation.status == "gave_up" or observation.how_generated.startswith(_NOT_SEARCH):
             return  # rejected draws, shrink and explain attempts are not examples
         self.examples += 1
@@ -167,6 +171,7 @@ def _guarded(item: pytest.Item, inner):
         arguments = {k: v for k, v in kwargs.items() if k not in fixtures}
         rec = _worker.recorder
         rec.arguments, rec.call = arguments, describe_call(inner.__name__, arguments)
+        rec.module = sys.modules.get(inner.__module__)
         if _worker.current is not None:
             _worker.current.write_text(json.dumps({"nodeid": item.nodeid, "call": rec.call}))
         _worker.limit("the example")
@@ -293,7 +298,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if timed_out:  # the example that hung: Hypothesis never saw it fail
         examples = max(examples, 1)
         if _worker.saved is not None:
-            save_arguments(_worker.saved, report.nodeid, rec.arguments)
+            keep_arguments(_worker.saved, report.nodeid, rec.arguments, rec.call, rec.module)
     example = (rec.call if timed_out else rec.failing) if report.failed else None
     example = example or None  # a setup that timed out ran no example
     rec.emit(event="result", nodeid=report.nodeid, outcome=outcome, examples=examples,

@@ -2,7 +2,8 @@
 
 Algorithm
     1. Put the campaign's working folder on ``sys.path`` (a target module living there is
-       found), import the property's file from the property suite folder with pytest's
+       found), import the property's file from the property suite (a folder, or the
+       installed ``refimpl.properties`` by its package name) with pytest's
        assertion rewriting (a bare ``assert a == b`` then says what ``a`` and ``b`` were), and
        take the undecorated test function (Hypothesis's ``inner_test``).
     2. Load the target. A property suite or a target that cannot be loaded is exit status 2:
@@ -37,8 +38,12 @@ import sys
 import traceback
 from pathlib import Path
 
+from refimpl.fuzz.suite import properties_folder
+
 CHILD = "REFIMPL_REPLAY_CHILD"
 GRACE_SECONDS = 30.0  # the child's own start-up (imports) beyond twice the limit
+#: the fixtures a replay supplies itself (a printed example shows them as ``<... object>``)
+REPLAY_FIXTURES = ("refimpl_backend",)
 _OPAQUE = re.compile(r"^(\s*)(\w+)=<[^\n]*object at 0x[0-9a-f]+>,?$", re.MULTILINE)
 
 
@@ -73,8 +78,11 @@ def _exec_with_rewritten_asserts(module, path: Path) -> None:
     exec(compile(tree, str(path), "exec"), vars(module))
 
 
-def _load(properties: Path, nodeid: str):
+def _load(properties: str, nodeid: str):
+    """The property's module (its file executed afresh) and its undecorated function;
+    ``properties`` is a folder or the installed suite's package name."""
     file_part, _, test_name = nodeid.partition("::")
+    properties = properties_folder(properties)
     path = properties / Path(file_part).name
     sys.path.insert(0, str(properties))
     spec = importlib.util.spec_from_file_location(path.stem, path)
@@ -95,7 +103,7 @@ def build_kwargs(call: str, module, fixtures: dict) -> dict:
     return eval(f"dict({args_text})", {}, names)
 
 
-def _pytest_fallback(properties: Path, nodeid: str, target: str, database: str,
+def _pytest_fallback(properties: str, nodeid: str, target: str, database: str,
                      timeout: float | None = None) -> int:
     import pytest
 
@@ -103,13 +111,14 @@ def _pytest_fallback(properties: Path, nodeid: str, target: str, database: str,
     if timeout:
         os.environ["REFIMPL_FUZZ_TIMEOUT"] = str(timeout)
     os.environ.setdefault("REFIMPL_FUZZ_EVENTS", os.devnull)
-    node = str(properties / Path(nodeid.split("::")[0]).name) + "::" + nodeid.split("::", 1)[1]
+    folder = properties_folder(properties)
+    node = str(folder / Path(nodeid.split("::")[0]).name) + "::" + nodeid.split("::", 1)[1]
     return int(pytest.main([node, "-q", "-p", "refimpl.fuzz.events", "-p", "no:cacheprovider",
                             "--refimpl-target", target]))
 
 
 def _rebuild(call: str, module, backend, arguments: str | None) -> dict:
-    fixtures = {"refimpl_backend": backend}
+    fixtures = dict.fromkeys(REPLAY_FIXTURES, backend)
     if arguments and Path(arguments).exists():
         from refimpl.fuzz.examples import load_arguments
 
@@ -162,7 +171,7 @@ def replay(*, properties: str, nodeid: str, target: str, call: str, database: st
     if cwd:
         sys.path.insert(0, cwd)
     try:
-        module, inner = _load(Path(properties), nodeid)
+        module, inner = _load(properties, nodeid)
     except Exception:  # the property suite itself did not load: not a reproduction
         traceback.print_exc()
         print(f"\ncould not load {nodeid} from {properties}")
@@ -176,12 +185,12 @@ def replay(*, properties: str, nodeid: str, target: str, call: str, database: st
         return 2
     if not call:  # the property timed out before any example (in its setup)
         print("no example ran (the property's setup timed out); replaying through pytest")
-        return _pytest_fallback(Path(properties), nodeid, target, database, timeout)
+        return _pytest_fallback(properties, nodeid, target, database, timeout)
     try:
         kwargs = _rebuild(call, module, backend, arguments)
     except Exception as exc:  # the printed example is not valid Python: replay via pytest
         print(f"cannot rebuild the example directly ({exc!r}); replaying through pytest")
-        return _pytest_fallback(Path(properties), nodeid, target, database, timeout)
+        return _pytest_fallback(properties, nodeid, target, database, timeout)
     try:
         _call(inner, kwargs, timeout)
     except Exception as exc:

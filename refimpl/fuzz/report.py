@@ -8,14 +8,20 @@ harness defect (it cannot say whether it tested anything) and is flagged as one.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
+
+import refimpl
 from refimpl.fuzz.examples import examples_file
 from refimpl.fuzz.options import FuzzOptions
+from refimpl.fuzz.suite import PACKAGE, default_properties_dir
 from refimpl.fuzz.worker import PropertyResult
+from refimpl.oracle.registry import BUILTIN_TARGETS
 
 HARNESS_DEFECT = "harness defect: records no reach event"
 
@@ -28,19 +34,40 @@ failure (expected vs observed):
 
 Run `python {filename}`: it exits 1 while the failure reproduces, 0 once it is fixed,
 2 if the property suite or the target cannot be loaded.
+Needs: {needs}.
+{rebuilt}
 """
 
 import sys
+from pathlib import Path
 
 from refimpl.fuzz.replay import replay
 
-# The shrunk failing example: the property called with these inputs.
-CALL = {call!r}
+HERE = Path(__file__).resolve().parent
 
-sys.exit(replay(properties={properties!r}, nodeid={nodeid!r}, target={target!r},
-                call=CALL, database={database!r}, arguments={arguments!r},
-                recorded={message!r}, timeout={timeout!r}, cwd={cwd!r}))
+# The shrunk failing example: the property called with these inputs.
+CALL = {call}
+
+# What the campaign saw (printed beside this run's own failure).
+RECORDED = {recorded}
+
+sys.exit(replay(
+    properties={properties!r},
+    nodeid={nodeid!r},
+    target={target!r},
+    call=CALL, recorded=RECORDED, timeout={timeout!r},
+    database={database},  # only if CALL cannot be rebuilt
+    arguments={arguments},
+    cwd={cwd!r},
+))
 '''
+
+#: what the reproducer says about how it rebuilds its example
+REBUILT_FROM_CODE = ("The example is rebuilt from CALL below (code only: this file can be "
+                     "pasted into a bug report).")
+REBUILT_FROM_PICKLE = ("The example does not print as code that rebuilds it exactly (a tensor "
+                       "whose repr is cut,\na module's weights): it is read from {path}, "
+                       "beside this file; keep the two together.")
 
 
 def reach_share(r: PropertyResult) -> float | None:
@@ -119,11 +146,49 @@ def _filename(result: PropertyResult) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_") + ".py"
 
 
+def python_string(text: str) -> str:
+    """``text`` as a Python literal a person can read: a triple-quoted block where that is
+    exact (no backslash, no triple quote, no quote at its end, only printable characters
+    and newlines), else ``repr``."""
+    readable = all(c.isprintable() or c == "\n" for c in text)
+    if not readable or "\\" in text or "'''" in text or text.endswith("'"):
+        return repr(text)
+    return "'''\\\n" + text + "'''"
+
+
+def _beside(path: Path, folder: Path) -> str:
+    """Python source for ``path`` relative to the reproducer's folder (``HERE``), so that the
+    campaign's ``--out`` folder can be moved or archived whole."""
+    return f"str(HERE / {os.path.relpath(path, folder)!r})"
+
+
+def _needs(opts: FuzzOptions) -> str:
+    """What the reproducer needs installed: refimpl and torch at the campaign's versions,
+    and the target (its extra, or its module on the path)."""
+    entry = BUILTIN_TARGETS.get(opts.target)
+    if entry is None:
+        target = f"the module of {opts.target!r} importable (run from the folder that holds it)"
+    elif entry.extra:
+        target = f"pip install 'refimpl[{entry.extra}]'"
+    else:
+        target = "nothing more (a built-in target)"
+    torch_release = torch.__version__.split("+")[0]  # "2.13.0+cpu": pip asks for 2.13.0
+    return (f"refimpl {refimpl.__version__} and torch {torch.__version__}\n  (pip install "
+            f"refimpl=={refimpl.__version__} torch=={torch_release});\n  the target: {target}")
+
+
 def write_reproducers(results: Sequence[PropertyResult], opts: FuzzOptions,
                       properties: Path, cwd: Path) -> dict[str, str]:
-    """One runnable file per failed property with an example; returns nodeid -> path."""
+    """One runnable file per failed property with an example; returns nodeid -> path.
+
+    The file names the installed suite by package (``refimpl.properties``) rather than its
+    folder, its example database and pickled arguments relative to itself, and the
+    campaign's working folder only for a target given as ``module:attribute``."""
     folder = opts.out / "reproducers"
     folder.mkdir(parents=True, exist_ok=True)
+    installed = properties.resolve() == default_properties_dir()
+    database = (repr(opts.database) if opts.database
+                else _beside(opts.out / "hypothesis-db", folder))
     written = {}
     for r in results:
         if r.outcome != "failed" or (r.example is None and not r.timed_out):
@@ -132,10 +197,13 @@ def write_reproducers(results: Sequence[PropertyResult], opts: FuzzOptions,
         saved = examples_file(opts.out / "examples", r.nodeid)
         path.write_text(REPRODUCER.format(
             nodeid=r.nodeid, target=opts.target, message=r.message.strip() or "(no message)",
-            filename=path.name, call=r.example or "", properties=str(properties.resolve()),
-            database=opts.database or str((opts.out / "hypothesis-db").resolve()),
-            arguments=str(saved.resolve()) if saved.exists() else None,
-            timeout=opts.timeout, cwd=str(cwd)))
+            filename=path.name, call=python_string(r.example or ""),
+            recorded=python_string(r.message.strip()), needs=_needs(opts),
+            rebuilt=(REBUILT_FROM_PICKLE.format(path=os.path.relpath(saved, folder))
+                     if saved.exists() else REBUILT_FROM_CODE),
+            properties=PACKAGE if installed else str(properties.resolve()),
+            database=database, arguments=_beside(saved, folder) if saved.exists() else None,
+            timeout=opts.timeout, cwd=None if opts.target in BUILTIN_TARGETS else str(cwd)))
         written[r.nodeid] = str(path)
     return written
 

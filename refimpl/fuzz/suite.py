@@ -10,6 +10,14 @@ from pathlib import Path
 
 import refimpl.properties
 
+#: the installed property suite, as a reproducer names it
+PACKAGE = refimpl.properties.__name__
+
+
+def properties_folder(name: str) -> Path:
+    """``name`` as a folder: the installed suite for :data:`PACKAGE`, else a path."""
+    return default_properties_dir() if name == PACKAGE else Path(name)
+
 
 def default_properties_dir() -> Path:
     """The folder of the installed ``refimpl.properties`` package (a wheel or a checkout)."""
