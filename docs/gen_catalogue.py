@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from refimpl.fuzz.suite import component_files, default_properties_dir
-from refimpl.oracle.backend import COMPONENTS
+from refimpl.oracle.backend import ALTERNATIVES, COMPONENTS
 from refimpl.oracle.registry import BUILTIN_TARGETS
 
 PAGE = "properties.md"
@@ -120,11 +120,12 @@ def read_reach(report: Path) -> dict[str, str]:
 
 def _component_section(comp: str, props: list[Property], file_docs: dict[str, str],
                        reach: dict[str, str] | None) -> str:
-    method = COMPONENTS[comp]
-    have = targets_with(method)
+    methods = [COMPONENTS[comp], *ALTERNATIVES.get(comp, ())]
+    have = [t for m in methods for t in targets_with(m)]
+    named = " or ".join(f"`{m}`" for m in methods)
     lines = [f"## {comp}", "",
-             f"Backend method: `{method}`. Built-in targets that provide it: "
-             f"{', '.join(have) or 'none'}.", ""]
+             f"Backend method: {named}. Built-in targets that provide it: "
+             f"{', '.join(dict.fromkeys(have)) or 'none'}.", ""]
     for file in dict.fromkeys(p.file for p in props):
         lines += [f"### `refimpl/properties/{file}`", "", file_docs[file] or "(no docstring)", ""]
         for prop in (p for p in props if p.file == file):

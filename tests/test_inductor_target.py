@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from refimpl.oracle import component, load_backend
-from refimpl.oracle.targets.inductor import NO_GPU_LAYOUT, InductorBackend
+from refimpl.oracle.backend import describe, provided_by
+from refimpl.oracle.targets.inductor import NO_GPU_LAYOUT, NOT_AN_FX_PASS, InductorBackend
 from refimpl.strategies.programs import ProgramSpec, Step
+from refimpl.testing.layout import layout_compile
 from refimpl.testing.partition_brute import trace_reference
 from refimpl.testing.partition_expect import Expected, assert_same_results, measured
 
@@ -33,16 +35,34 @@ def test_inductor_is_a_builtin_target():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
 def test_layout_is_absent_on_cpu_with_its_reason():
     backend = load_backend("inductor")
-    assert backend.optimize_layout is None
-    assert backend.skip_reasons == {"optimize_layout": NO_GPU_LAYOUT}
-    with pytest.raises(pytest.skip.Exception, match="only on GPU"):
-        component(backend, "optimize_layout")
+    assert backend.layout_compiler is None and provided_by(backend, "layout") is None
+    assert backend.skip_reasons == {"layout_compiler": NO_GPU_LAYOUT,
+                                    "optimize_layout": NO_GPU_LAYOUT}
+    assert "layout" not in describe(backend)
+    with pytest.raises(pytest.skip.Exception, match="checked on GPU"):
+        component(backend, "layout_compiler")
+    with pytest.raises(pytest.skip.Exception, match="checked on GPU"):
+        component(backend, "optimize_layout")  # the FX form names the same reason
 
 
 @pytest.mark.cuda
-def test_layout_is_present_with_cuda():
+def test_layout_is_inductor_itself_with_cuda():
+    """On GPU the layout component is inductor compiling the net, deciding as it decides: a
+    net of wide 3x3 convs in inference converts (its rule: default convs, FLOP-weighted cost
+    below plain), and the compiled output keeps eager's strides and values."""
     backend = load_backend("inductor")
-    assert callable(backend.optimize_layout) and "optimize_layout" not in backend.skip_reasons
+    assert provided_by(backend, "layout") == "layout_compiler"
+    assert backend.skip_reasons == {"optimize_layout": NOT_AN_FX_PASS}
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(96, 128, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(128, 128, 3, padding=1)).cuda().eval()
+    x = torch.randn(2, 96, 16, 16, device="cuda")
+    compiled, decisions = layout_compile(backend, net, "cuda")
+    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        expected, actual = net(x), compiled(x)
+    assert decisions == [True]
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("budget", [-0.1, 1.5, "0.5", True])

@@ -17,11 +17,11 @@ from refimpl.fuzz.options import FuzzOptions
 
 def component_skips(backend: Any, components: tuple[str, ...]) -> dict[str, str]:
     """component -> why all its properties are skipped, for each component ``backend`` lacks."""
-    from refimpl.oracle.backend import COMPONENTS, skip_reason
+    from refimpl.oracle.backend import COMPONENTS, provided_by, skip_reason
 
     return {c: f"backend {backend.name!r} has no {COMPONENTS[c]}: "
                f"{skip_reason(backend, COMPONENTS[c])}"
-            for c in components if getattr(backend, COMPONENTS[c], None) is None}
+            for c in components if provided_by(backend, c) is None}
 
 
 #: the exit status of a campaign that ended before every property it could run passed a

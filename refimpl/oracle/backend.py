@@ -25,6 +25,20 @@ COMPONENTS: dict[str, str] = {
     "model_flops": "model_flops",
 }
 
+#: component -> other methods that provide it, for backends whose work does not fit the
+#: first method's form. ``layout_compiler``: a compiler whose layout work is not an FX pass
+#: (inductor lowers convolutions channels-last itself); see :class:`Backend`.
+ALTERNATIVES: dict[str, tuple[str, ...]] = {"layout": ("layout_compiler",)}
+
+
+def provided_by(backend: Any, component_name: str) -> str | None:
+    """The method through which ``backend`` provides ``component_name`` (the protocol's own
+    first, then its alternatives), or None where it provides none of them."""
+    for method in (COMPONENTS[component_name], *ALTERNATIVES.get(component_name, ())):
+        if getattr(backend, method, None) is not None:
+            return method
+    return None
+
 
 class BackendError(ValueError):
     """A target that cannot be loaded, or that lacks what a property needs."""
@@ -42,6 +56,12 @@ class Backend(Protocol):
     def checkpoint(self, module: nn.Module) -> nn.Module: ...
     def optimize_layout(self, gm: fx.GraphModule, example_inputs: Any) -> fx.GraphModule: ...
     def model_flops(self, model: nn.Module, inputs: tuple) -> Any: ...
+
+    # The layout component may come instead as a compiler (``ALTERNATIVES``): a fresh dynamo
+    # backend per call, ``(gm, example_inputs) -> callable``, with an attribute ``decisions``
+    # (a list to which it appends, per graph it compiles, whether it converted a layout), and
+    # optionally ``layout_devices``, the device types on which it optimises layouts.
+    def layout_compiler(self) -> Any: ...
 
 
 class MissingExtra(BackendError):
@@ -120,8 +140,9 @@ def component(backend: Any, method: str):
     """``backend.method`` wrapped so that its failures are the target's
     (:func:`refimpl.oracle.blame.blamed`), or a pytest skip naming what is missing (never a
     silent pass)."""
-    if method not in COMPONENTS.values():
-        raise BackendError(f"method={method!r} is not one of {sorted(COMPONENTS.values())}")
+    methods = [*COMPONENTS.values(), *(m for ms in ALTERNATIVES.values() for m in ms)]
+    if method not in methods:
+        raise BackendError(f"method={method!r} is not one of {sorted(methods)}")
     fn = getattr(backend, method, None)
     if fn is None:
         import pytest
@@ -133,11 +154,24 @@ def component(backend: Any, method: str):
 def skip_reason(backend: Any, method: str) -> str:
     """Why ``backend`` lacks ``method``: its own ``skip_reasons[method]`` where it gives one
     (e.g. inductor optimises layouts only on GPU), else "component not provided"."""
-    return (getattr(backend, "skip_reasons", None) or {}).get(method, "component not provided")
+    reasons = getattr(backend, "skip_reasons", None) or {}
+    for name in (method, *_same_component(method)):
+        if name in reasons:
+            return reasons[name]
+    return "component not provided"
+
+
+def _same_component(method: str) -> list[str]:
+    """The other methods that provide the component ``method`` provides."""
+    for comp, first in COMPONENTS.items():
+        methods = [first, *ALTERNATIVES.get(comp, ())]
+        if method in methods:
+            return [m for m in methods if m != method]
+    return []
 
 
 def describe(backend: Any) -> str:
     """One line for a report header: the backend's name, version and components."""
-    have = [c for c, m in COMPONENTS.items() if getattr(backend, m, None) is not None]
+    have = [c for c in COMPONENTS if provided_by(backend, c) is not None]
     version = getattr(backend, "version", "unknown version")
     return f"{backend.name} ({version}); components: {', '.join(have) or 'none'}"

@@ -36,6 +36,9 @@ def _is_context_manager(value: Any) -> bool:
 CONTRACTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "fx_graph_cse": (lambda v: isinstance(v, fx.Graph), "a torch.fx.Graph"),
     "optimize_layout": (lambda v: isinstance(v, fx.GraphModule), "a torch.fx.GraphModule"),
+    "layout_compiler": (lambda v: callable(v) and isinstance(getattr(v, "decisions", None),
+                                                             list),
+                        "a dynamo backend with a list attribute 'decisions'"),
     "checkpoint": (lambda v: isinstance(v, nn.Module), "an nn.Module"),
     "compile": (callable, "a callable"),
     "flop_counter": (_is_context_manager, "a context manager (FlopCounterMode-like)"),

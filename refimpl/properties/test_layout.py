@@ -1,12 +1,15 @@
 """Properties of a layout pass, on random conv nets, through the backend under test.
 
-With the backend's ``optimize_layout`` applied to the dynamo graph (then eager AOTAutograd),
-compiled outputs have eager's strides and pass ``same`` against eager with a float64
-reference; in training, gradients too; and the pass is deterministic. Each example checks
-that the backend really ran (a net that fell back to eager would prove nothing).
+With the backend's layout component (``optimize_layout`` applied to the dynamo graph, then
+eager AOTAutograd; or its ``layout_compiler``, e.g. inductor, compiling forward and backward
+itself), compiled outputs have eager's strides and pass ``same`` against eager with a float64
+reference; in training, gradients too; and an FX pass is deterministic. Each example checks
+that the backend really ran (a net that fell back to eager would prove nothing). Nets run on
+each device this machine offers (``device``: cuDNN's channels-last kernels are not the CPU's).
 
-Reach (each example): the graph the pass returned computes some value channels-last
-(:func:`refimpl.testing.layout.converted_values`), i.e. a conversion happened.
+Reach (each example): a conversion happened: the graph the pass returned computes some value
+channels-last (:func:`refimpl.testing.layout.converted_values`), or the compiler decided to
+convert (:func:`refimpl.testing.layout.layout_compile`).
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import torch
 from hypothesis import given
 
 from refimpl.oracle import component
+from refimpl.strategies.device_axis import devices
 from refimpl.strategies.nets import ConvNetSpec, conv_nets
 from refimpl.testing.layout import (
     assert_noise_only,
-    compile_with,
     converted_values,
+    layout_compile,
     run_channels_last,
     zero_by_construction,
 )
@@ -80,16 +84,15 @@ def check_same(expected, actual, fp64, what: str, spec: ConvNetSpec, *, outputs:
         assert got == want, f"{what} #{i}: strides {got} != eager {want}\nreproduce: {spec!r}"
 
 
-@given(spec=conv_nets())
-def test_inference_outputs_match_eager(refimpl_backend, spec):
-    pass_fn = component(refimpl_backend, "optimize_layout")
-    module, x = spec.build().eval(), spec.example_input()
+@given(spec=conv_nets(), device=devices())
+def test_inference_outputs_match_eager(refimpl_backend, spec, device):
+    module, x = spec.build().eval().to(device), spec.example_input().to(device)
     fp64_module = copy.deepcopy(module).double()
     with torch.no_grad():
         expected = module(x.clone())
         fp64 = fp64_module(x.double())
         channels_last = run_channels_last(module, x, lambda m, cl_x: m(cl_x))
-        compiled, seen = compile_with(pass_fn, module)
+        compiled, seen = layout_compile(refimpl_backend, module, device)
         actual = compiled(x.clone())
     assert seen, "the backend was never called"
     reach(any(seen))
@@ -104,21 +107,20 @@ def _train_step(module, x):
     x = x.clone().requires_grad_(True)
     out = module(x)
     probe = torch.randn(out.shape, generator=torch.Generator().manual_seed(0),
-                        dtype=torch.float64).to(out.dtype)
+                        dtype=torch.float64).to(out.device, out.dtype)
     (out * probe).sum().backward()
     return [out.detach(), x.grad, *[p.grad for p in module.parameters()]]
 
 
-@given(spec=conv_nets(training=True))
-def test_training_outputs_and_gradients_match_eager(refimpl_backend, spec):
-    pass_fn = component(refimpl_backend, "optimize_layout")
-    module, x = spec.build().train(), spec.example_input()
+@given(spec=conv_nets(training=True), device=devices())
+def test_training_outputs_and_gradients_match_eager(refimpl_backend, spec, device):
+    module, x = spec.build().train().to(device), spec.example_input().to(device)
     fp64_module = copy.deepcopy(module).double()
     compiled_module = copy.deepcopy(module)
     channels_last = run_channels_last(module, x, _train_step)  # before the step: fresh grads
     expected = _train_step(module, x)
     fp64 = _train_step(fp64_module, x.double())
-    compiled, seen = compile_with(pass_fn, compiled_module)
+    compiled, seen = layout_compile(refimpl_backend, compiled_module, device)
     actual = _train_step(compiled, x)
     assert seen, "the backend was never called"
     reach(any(seen))
@@ -126,13 +128,14 @@ def test_training_outputs_and_gradients_match_eager(refimpl_backend, spec):
                channels_last=channels_last)
 
 
-@given(spec=conv_nets())
-def test_pass_is_deterministic(refimpl_backend, spec):
+@given(spec=conv_nets(), device=devices())
+def test_pass_is_deterministic(refimpl_backend, spec, device):
+    """An FX pass gives the same code twice (a compiler's code is its own business)."""
     pass_fn = component(refimpl_backend, "optimize_layout")
-    x = spec.example_input()
+    x = spec.example_input().to(device)
     codes, converted = [], []
     for _ in range(2):
-        gm = torch.fx.symbolic_trace(spec.build().eval())
+        gm = torch.fx.symbolic_trace(spec.build().eval().to(device))
         with torch.no_grad():
             out = pass_fn(gm, [x])
         codes.append(out.code)

@@ -14,9 +14,14 @@ multipliers below. Training: never with a grouped or an in_out conv, nor when ev
 small; else convert. Conv FLOPs: ``2 * N * out * H_out * W_out * in/groups * kh * kw``.
 
 Whether the pass converted is read off the values its graph computes
-(``refimpl.testing.layout.converted_values``), not off its report. A net whose first conv
-reads one channel or a 1x1 image cannot show a conversion (channels-last and contiguous are
-then the same order, and the convs after it inherit contiguous outputs): filtered out.
+(``refimpl.testing.layout.converted_values``), not off its report; for a compiler (the
+``inductor`` target on GPU) it is the compiler's own decision on the graph it compiled
+(``refimpl.testing.layout.layout_converts``), so there the properties set inductor's decision
+against the rule as refimpl states it. Nets run on each device this machine offers.
+
+A net whose first conv reads one channel or a 1x1 image cannot show a conversion
+(channels-last and contiguous are then the same order, and the convs after it inherit
+contiguous outputs): filtered out.
 
 The last property draws one conv of each class, in inference and training (conv_nets rarely
 draws a grouped or a channel-reducing conv that decides a net, and its training nets rarely
@@ -34,9 +39,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from torch import fx, nn
 
-from refimpl.oracle import component
+from refimpl.strategies.device_axis import devices
 from refimpl.strategies.nets import conv_nets
-from refimpl.testing.layout import converted_values
+from refimpl.testing.layout import layout_converts
 from refimpl.testing.reach import reach
 
 #: inductor's channels-last cost per conv class (torch/_inductor/graph.py, decide_layout_opt).
@@ -102,17 +107,14 @@ def inductor_converts(convs: list[Conv], node_count: int, inference: bool) -> bo
     return not ({"grouped", "in_out"} & kinds) and kinds != {"small"}
 
 
-def check(backend, spec, training: bool) -> None:
-    pass_fn = component(backend, "optimize_layout")
-    module, x = spec.build(), spec.example_input()
+def check(backend, spec, training: bool, device: str) -> None:
+    module, x = spec.build().to(device), spec.example_input().to(device)
     module.train(training)
     convs = eager_convs(module, x)
     assume(convs[0].visible)
     gm = fx.symbolic_trace(module)
     expected = inductor_converts(convs, len(gm.graph.nodes), inference=not training)
-    with torch.set_grad_enabled(training):
-        out = pass_fn(gm, [x.clone().requires_grad_(training)])
-    converted = bool(converted_values(out, [x]))
+    converted = layout_converts(backend, module, x, training)
     reach(converted)
     assert converted == expected, (
         f"{backend.name} optimize_layout converted={converted}, inductor's rule says "
@@ -120,9 +122,9 @@ def check(backend, spec, training: bool) -> None:
         f"{[(c.kind, c.weight, c.groups, c.flops) for c in convs]})\nreproduce: {spec!r}")
 
 
-@given(spec=conv_nets())
-def test_inference_conversion_follows_inductors_rule(refimpl_backend, spec):
-    check(refimpl_backend, spec, training=False)
+@given(spec=conv_nets(), device=devices())
+def test_inference_conversion_follows_inductors_rule(refimpl_backend, spec, device):
+    check(refimpl_backend, spec, training=False, device=device)
 
 
 
@@ -157,18 +159,15 @@ def one_conv_nets(draw) -> tuple[OneConv, torch.Tensor]:
     return OneConv(in_ch, out_ch, kernel, groups), torch.randn(1, in_ch, 4, 4)
 
 
-@given(net=one_conv_nets(), training=st.booleans())
-def test_each_conv_class_decides_as_inductor(refimpl_backend, net, training):
+@given(net=one_conv_nets(), training=st.booleans(), device=devices())
+def test_each_conv_class_decides_as_inductor(refimpl_backend, net, training, device):
     """One conv of each class, inference and training: converted iff inductor's rule says."""
     module, x = net
-    module.train(training)
+    module, x = module.to(device).train(training), x.to(device)
     convs = eager_convs(module, x)
     gm = fx.symbolic_trace(module)
     expected = inductor_converts(convs, len(gm.graph.nodes), inference=not training)
-    with torch.set_grad_enabled(training):
-        out = component(refimpl_backend, "optimize_layout")(
-            gm, [x.clone().requires_grad_(training)])
-    converted = bool(converted_values(out, [x]))
+    converted = layout_converts(refimpl_backend, module, x, training)
     reach(converted)
     assert converted == expected, (
         f"{refimpl_backend.name} optimize_layout converted={converted}, inductor's rule says "

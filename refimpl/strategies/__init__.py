@@ -17,6 +17,7 @@ strategy.
 | fused       | torch.nn modules with a fused inference path (``fused_cases``) |
 | flop_programs | free-op programs and arithmetic with no FLOP formula (``free_programs``) |
 | mutating    | programs that write to an input in place (``mutation_programs``) |
+| device_axis | the device axis: a device type this machine offers (``devices``) |
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import importlib
 
 SUBMODULES = ("conv", "matmul", "graphs", "programs", "modules", "nets", "flop_models",
-              "fused", "flop_programs", "mutating")
+              "fused", "flop_programs", "mutating", "device_axis")
 
 
 def __getattr__(name: str):

@@ -14,13 +14,14 @@ target's definition:
   limit (8) raises instead of silently running eagerly, and a call that compiled no graph
   raises :class:`RanEagerly`.
 
-Layout: inductor optimises layouts (channels-last convolutions) only on GPU. Without a
-CUDA device the component is absent, with its reason in ``skip_reasons``; with one,
-:meth:`InductorBackend.optimize_layout` applies inductor's own decision
-(``GraphLowering.decide_layout_opt``) and, where inductor would optimise, makes the FX graph
-compute its convolutions channels-last (inductor's lowering is not an FX pass, so the
-rewrite is stated here, as inductor lowers: conv inputs and weights channels-last, the
-graph's outputs in eager's layout).
+Layout: inductor optimises layouts (channels-last convolutions) only on GPU, and not as an FX
+pass: it decides per graph (``GraphLowering.decide_layout_opt``) and lowers the convolutions
+channels-last itself. So the target provides the layout component as a compiler
+(:meth:`InductorBackend.layout_compiler`): the layout properties run what inductor produces,
+forward and backward, and read whether it converted from that decision, recorded as inductor
+takes it. Inductor's caches (its FX graph cache and AOTAutograd's) are off in that compiler, so
+every graph is lowered and decided afresh. Without a CUDA device the component is absent,
+with its reason in ``skip_reasons``.
 """
 
 from __future__ import annotations
@@ -28,13 +29,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import torch
+import torch._functorch.config as functorch_config
 from torch import fx
 
 from refimpl.partition.api import fresh_entry
 
-NO_GPU_LAYOUT = "inductor optimises conv layouts only on GPU; no CUDA device here"
+NO_GPU_LAYOUT = ("the inductor target's layout component is checked on GPU, where inductor "
+                 "decides by its heuristics; no CUDA device here")
+
+NOT_AN_FX_PASS = ("inductor lowers convolutions channels-last itself, not as an FX pass: its "
+                  "layout component is layout_compiler")
 
 
 class RanEagerly(RuntimeError):
@@ -58,11 +65,12 @@ class InductorBackend:
         self.version = f"torch {torch.__version__} inductor"
         self.skip_reasons: dict[str, str] = {}
         if not torch.cuda.is_available():
-            self.optimize_layout = None  # absent: the layout properties skip, with the reason
-            self.skip_reasons["optimize_layout"] = NO_GPU_LAYOUT
+            self.layout_compiler = None  # absent: the layout properties skip, with the reason
+            self.skip_reasons["layout_compiler"] = NO_GPU_LAYOUT
+        self.skip_reasons["optimize_layout"] = self.skip_reasons.get(
+            "layout_compiler", NOT_AN_FX_PASS)
 
     def compile(self, fn: Callable[..., Any], *, memory_budget: float | None = None):
-        import torch._functorch.config as functorch_config
         from torch._inductor.compile_fx import compile_fx
 
         if not callable(fn):
@@ -88,38 +96,37 @@ class InductorBackend:
 
         return run
 
-    def optimize_layout(self, gm: fx.GraphModule, example_inputs: Any) -> fx.GraphModule:
-        """On GPU: inductor's layout decision, as an FX graph (module docstring)."""
+    def layout_compiler(self) -> InductorLayoutCompiler:
+        """A fresh dynamo backend that compiles with inductor and records its layout decisions
+        (module docstring)."""
+        return InductorLayoutCompiler()
+
+
+class InductorLayoutCompiler:
+    """``torch.compile``'s inductor as a dynamo backend, with ``fallback_random`` as in
+    :meth:`InductorBackend.compile` and its caches off; ``decisions`` gets inductor's layout
+    decision for each graph it lowers while a graph compiles (the forward: the backward is
+    lowered later, as the forward decided)."""
+
+    #: On CPU, where mkldnn is available, inductor converts every graph with a convolution
+    #: (no heuristic to check) and each graph costs a C++ compile: checked on GPU only.
+    layout_devices = ("cuda",)
+
+    def __init__(self) -> None:
+        self.decisions: list[bool] = []
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]):
+        from torch._inductor.compile_fx import compile_fx
         from torch._inductor.graph import GraphLowering
 
-        training = torch.is_grad_enabled() and any(
-            isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
-        if not GraphLowering.decide_layout_opt(gm, is_inference=not training):
-            return gm
-        return _channels_last_convs(gm)
+        decide = GraphLowering.decide_layout_opt
 
+        def recorded(graph: fx.GraphModule, *, is_inference: bool) -> bool:
+            decision = decide(graph, is_inference=is_inference)
+            self.decisions.append(bool(decision))
+            return decision
 
-def _channels_last_convs(gm: fx.GraphModule) -> fx.GraphModule:
-    """Every 4-d convolution computes on channels-last input and weight; each graph output
-    that eager gives contiguous is returned contiguous."""
-    graph = gm.graph
-    convs = [n for n in graph.nodes if n.op == "call_function" and n.target in (
-        torch.ops.aten.convolution.default, torch.nn.functional.conv2d, torch.conv2d)]
-    for conv in convs:
-        with graph.inserting_before(conv):
-            for arg in conv.args[:2]:
-                if isinstance(arg, fx.Node):
-                    cl = graph.call_method("contiguous", (arg,),
-                                           {"memory_format": torch.channels_last})
-                    conv.replace_input_with(arg, cl)
-    output = next(iter(graph.find_nodes(op="output")))
-    def restore(value):
-        eager = value.meta.get("example_value") if isinstance(value, fx.Node) else None
-        if isinstance(eager, torch.Tensor) and eager.is_contiguous():
-            return graph.call_method("contiguous", (value,))
-        return value
-
-    with graph.inserting_before(output):
-        output.args = torch.utils._pytree.tree_map(restore, output.args)
-    gm.recompile()
-    return gm
+        patches = {"fallback_random": True, "fx_graph_cache": False}
+        with mock.patch.object(GraphLowering, "decide_layout_opt", staticmethod(recorded)), \
+                functorch_config.patch(enable_autograd_cache=False):
+            return compile_fx(gm, example_inputs, config_patches=patches)

@@ -1,0 +1,97 @@
+"""The layout component in its compiler form (``layout_compiler``, the form of the inductor
+target on GPU), on CPU: a compiler built here from refimpl's own pass runs the layout
+properties, its decisions are their reach, a compiler limited to other devices rejects the
+example, and a compiler that breaks its contract is the target's failure."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import settings
+from hypothesis.errors import UnsatisfiedAssumption
+
+from refimpl.layout import optimize_layout
+from refimpl.layout.backend import make_layout_backend
+from refimpl.oracle import TargetError
+from refimpl.oracle.backend import describe, provided_by
+from refimpl.properties import test_layout, test_layout_strength
+from refimpl.testing.layout import converted_values, layout_compile, layout_converts
+
+
+class PassCompiler:
+    """refimpl's layout pass then eager AOTAutograd, deciding as the pass converts."""
+
+    def __init__(self, devices: tuple[str, ...] | None = None) -> None:
+        self.decisions: list[bool] = []
+        if devices is not None:
+            self.layout_devices = devices
+
+    def __call__(self, gm, example_inputs):
+        def recording(graph, inputs):
+            out = optimize_layout(graph, inputs)
+            self.decisions.append(bool(converted_values(out, list(inputs))))
+            return out
+
+        return make_layout_backend(recording)(gm, example_inputs)
+
+
+class CompilerBackend:
+    name = "pass-compiler"
+
+    def __init__(self, devices: tuple[str, ...] | None = None) -> None:
+        self.devices = devices
+
+    def layout_compiler(self):
+        return PassCompiler(self.devices)
+
+
+class NoDecisions:
+    name = "no-decisions"
+
+    def layout_compiler(self):
+        return lambda gm, example_inputs: gm.forward  # no 'decisions' list: a broken contract
+
+
+def wide_net() -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(96, 128, 3, padding=1), torch.nn.ReLU()).eval()
+    return net, torch.randn(2, 96, 8, 8)
+
+
+def test_a_compiler_provides_the_layout_component():
+    backend = CompilerBackend()
+    assert provided_by(backend, "layout") == "layout_compiler"
+    assert "layout" in describe(backend)
+
+
+def test_its_decisions_are_the_reach_and_its_output_is_run():
+    net, x = wide_net()
+    compiled, decisions = layout_compile(CompilerBackend(), net, "cpu")
+    with torch.no_grad():
+        expected, actual = net(x), compiled(x)
+    assert decisions == [True]  # refimpl's pass converts a wide 3x3 conv in inference
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual, expected)
+    assert layout_converts(CompilerBackend(), net, x, training=False) is True
+
+
+def test_a_compiler_for_other_devices_rejects_the_example():
+    net, _ = wide_net()
+    with pytest.raises(UnsatisfiedAssumption):
+        layout_compile(CompilerBackend(devices=("cuda",)), net, "cpu")
+
+
+def test_a_compiler_without_decisions_is_the_targets_failure():
+    net, _ = wide_net()
+    with pytest.raises(TargetError, match="list attribute 'decisions'"):
+        layout_compile(NoDecisions(), net, "cpu")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prop", [test_layout.test_inference_outputs_match_eager,
+                                  test_layout.test_training_outputs_and_gradients_match_eager,
+                                  test_layout_strength.test_each_conv_class_decides_as_inductor],
+                         ids=lambda p: p.__name__)
+def test_the_layout_properties_run_a_compiler(prop):
+    settings(max_examples=4, deadline=None, database=None, derandomize=True)(prop)(
+        refimpl_backend=CompilerBackend())
