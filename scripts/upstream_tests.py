@@ -1,13 +1,16 @@
 """Run PyTorch's own tests for refimpl's systems with refimpl swapped in for torch's.
 
-    python scripts/upstream_tests.py DIR [pytest arguments ...]
+    python scripts/upstream_tests.py DIR [--xml-dir XDIR] [pytest arguments ...]
 
 DIR holds upstream test modules, copied unmodified from a PyTorch checkout at the installed
 torch's release tag: test/functorch/test_ac.py, test/functorch/test_memory_efficient_fusion.py,
 test/inductor/test_layout_optim.py and test/distributed/_composable/test_checkpoint.py (the
 specification refimpl reproduces; their memory figures come from the CUDA allocator, so most
-of them need a GPU). The script runs pytest on DIR with this file loaded as a plugin, which,
-before any test module is imported, swaps in refimpl for what each module exercises:
+of them need a GPU). The script runs pytest on each module of DIR in a process of its own, as
+PyTorch's CI does (a module may leave global state behind: test_ac.py's ``setUp`` makes CUDA
+the default device and never restores it), with this file loaded as a plugin which, before
+the module is imported, swaps in refimpl for what it exercises (``--xml-dir``: a JUnit XML
+per module there):
 
 =============================================  ============================================
 torch's                                        refimpl's
@@ -34,6 +37,8 @@ One compatibility shim, not a swap: test modules of older releases import ``HAS_
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -112,14 +117,35 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         terminalreporter.write_line(f"{name:<28} reached {REACHED[name]} times")
 
 
+def modules(path: Path) -> list[Path]:
+    """The test modules at ``path``: the file itself, or a folder's ``test_*.py``."""
+    return [path] if path.is_file() else sorted(path.glob("test_*.py"))
+
+
+def run_module(module: Path, xml_dir: Path | None, pytest_args: list[str]) -> int:
+    """pytest on one module, in a child process with this plugin loaded."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")]))}
+    xml = [f"--junitxml={xml_dir / (module.stem + '.xml')}"] if xml_dir else []
+    command = [sys.executable, "-m", "pytest", str(module), "-p", "upstream_tests", "-p",
+               "no:cacheprovider", "-p", "no:refimpl", *xml, *pytest_args]
+    return subprocess.run(command, env=env, cwd=module.parent).returncode
+
+
 def main(argv: list[str]) -> int:
-    if not argv or not Path(argv[0]).exists():
+    if not argv or not Path(argv[0]).exists() or not modules(Path(argv[0])):
         print(__doc__.split("\n\n")[0], file=sys.stderr)
-        print("upstream_tests.py: DIR (the upstream test modules, or one of them) must exist", file=sys.stderr)
+        print("upstream_tests.py: DIR must hold upstream test modules (test_*.py), or be one",
+              file=sys.stderr)
         return 2
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    return int(pytest.main([argv[0], "-p", "upstream_tests", "-p", "no:cacheprovider",
-                            "-p", "no:refimpl", *argv[1:]]))
+    rest = argv[1:]
+    xml_dir = None
+    if rest[:1] == ["--xml-dir"] and len(rest) > 1:
+        xml_dir, rest = Path(rest[1]).resolve(), rest[2:]
+        xml_dir.mkdir(parents=True, exist_ok=True)
+    statuses = {m.name: run_module(m.resolve(), xml_dir, rest) for m in modules(Path(argv[0]))}
+    print("\n".join(f"{name}: pytest exit {status}" for name, status in statuses.items()))
+    return 0 if all(status == 0 for status in statuses.values()) else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,105 @@
+"""scripts/gpu_check.py and scripts/upstream_tests.py, on any machine: the swaps reach
+refimpl, each upstream module runs in a process of its own, the GPU check refuses a machine
+without a GPU, and its report reads counts as written."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+UPSTREAM_CSE = '''
+import refimpl
+from torch._functorch.compile_utils import fx_graph_cse
+from torch.distributed._composable import checkpoint
+
+
+def test_cse_is_refimpls():
+    assert fx_graph_cse.__wrapped__ is refimpl.fx_graph_cse
+
+
+def test_checkpoint_is_refimpls_with_its_state():
+    assert checkpoint.__wrapped__ is refimpl.checkpoint
+    assert checkpoint.state is refimpl.checkpoint.state
+'''
+
+#: as test_ac.py's setUp does: global state a later module must not see
+LEAVES_STATE = '''
+import torch
+
+
+def test_sets_default_dtype():
+    torch.set_default_dtype(torch.float64)
+'''
+
+SEES_NO_STATE = '''
+import torch
+
+
+def test_default_dtype_is_float32():
+    assert torch.get_default_dtype() == torch.float32
+'''
+
+
+def _upstream(tmp_path: Path, **modules: str) -> Path:
+    folder = tmp_path / "upstream"
+    folder.mkdir()
+    for name, text in modules.items():
+        (folder / f"{name}.py").write_text(textwrap.dedent(text))
+    return folder
+
+
+@pytest.mark.slow
+def test_upstream_modules_run_with_refimpl_swapped_in_each_alone(tmp_path: Path):
+    folder = _upstream(tmp_path, test_a_leaves=LEAVES_STATE, test_b_sees=SEES_NO_STATE,
+                       test_cse=UPSTREAM_CSE)
+    done = subprocess.run([sys.executable, str(SCRIPTS / "upstream_tests.py"), str(folder),
+                           "--xml-dir", str(tmp_path / "xml"), "-q"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "test_b_sees.py: pytest exit 0" in done.stdout  # not after test_a_leaves' state
+    assert "fx_graph_cse                 reached 0 times" in done.stdout  # import only
+    counts = _script("gpu_check").counts(tmp_path / "xml")
+    assert counts == "4 passed, 0 failed, 0 errors, 0 skipped"
+
+
+def test_upstream_tests_needs_a_folder_of_modules(tmp_path: Path):
+    done = subprocess.run([sys.executable, str(SCRIPTS / "upstream_tests.py"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "must hold upstream test modules" in done.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_gpu_check_refuses_a_machine_without_a_gpu(tmp_path: Path):
+    done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_check.py"), "--out",
+                           str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "no CUDA device" in done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_gpu_check_reads_a_fuzz_report(tmp_path: Path):
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"properties": [
+        {"nodeid": "p/test_layout.py::test_a", "outcome": "passed", "reach": 0.75},
+        {"nodeid": "p/test_layout.py::test_b", "outcome": "skipped", "reach": None},
+        {"nodeid": "p/test_layout.py::test_c", "outcome": "failed", "reach": 0.5}]}))
+    assert _script("gpu_check").counts(report) == (
+        "1 passed, 1 failed, 1 skipped; reach: test_a 75%, test_c 50%")
