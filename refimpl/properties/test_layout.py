@@ -5,6 +5,11 @@ compiled outputs have eager's strides and pass ``same`` against eager with a flo
 reference; in training, gradients too; and the pass is deterministic. Each example checks
 that the backend really ran (a net that fell back to eager would prove nothing).
 
+Precision: every run a comparison rests on (eager, channels-last eager, float64 and the
+compiled run) runs inside one ``refimpl_precision.applied()`` block (``--refimpl-precision``,
+:mod:`refimpl.testing.precision`): full float32 by default, TF32 on CUDA with ``tf32``. The
+nets are CPU tensors, where TF32 changes no value.
+
 Reach (each example): the graph the pass returned computes some value channels-last
 (:func:`refimpl.testing.layout.converted_values`), i.e. a conversion happened.
 """
@@ -81,11 +86,11 @@ def check_same(expected, actual, fp64, what: str, spec: ConvNetSpec, *, outputs:
 
 
 @given(spec=conv_nets())
-def test_inference_outputs_match_eager(refimpl_backend, spec):
+def test_inference_outputs_match_eager(refimpl_backend, refimpl_precision, spec):
     pass_fn = component(refimpl_backend, "optimize_layout")
     module, x = spec.build().eval(), spec.example_input()
     fp64_module = copy.deepcopy(module).double()
-    with torch.no_grad():
+    with torch.no_grad(), refimpl_precision.applied():
         expected = module(x.clone())
         fp64 = fp64_module(x.double())
         channels_last = run_channels_last(module, x, lambda m, cl_x: m(cl_x))
@@ -110,16 +115,17 @@ def _train_step(module, x):
 
 
 @given(spec=conv_nets(training=True))
-def test_training_outputs_and_gradients_match_eager(refimpl_backend, spec):
+def test_training_outputs_and_gradients_match_eager(refimpl_backend, refimpl_precision, spec):
     pass_fn = component(refimpl_backend, "optimize_layout")
     module, x = spec.build().train(), spec.example_input()
     fp64_module = copy.deepcopy(module).double()
     compiled_module = copy.deepcopy(module)
-    channels_last = run_channels_last(module, x, _train_step)  # before the step: fresh grads
-    expected = _train_step(module, x)
-    fp64 = _train_step(fp64_module, x.double())
-    compiled, seen = compile_with(pass_fn, compiled_module)
-    actual = _train_step(compiled, x)
+    with refimpl_precision.applied():
+        channels_last = run_channels_last(module, x, _train_step)  # before the step: fresh
+        expected = _train_step(module, x)
+        fp64 = _train_step(fp64_module, x.double())
+        compiled, seen = compile_with(pass_fn, compiled_module)
+        actual = _train_step(compiled, x)
     assert seen, "the backend was never called"
     reach(any(seen))
     check_same(expected, actual, fp64, "output and gradients", spec, outputs=1,
