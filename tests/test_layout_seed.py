@@ -7,6 +7,11 @@ also checks that the compiled model ran and what the pass decided.
 Where the seed's check could not fail, ours is stricter: the training test compares
 gradients cloned before the compiled run (the seed compared ``param.grad`` objects with
 themselves), and the nll_loss test calls the compiled model (the seed never did).
+
+Precision (refimpl.testing.precision): every run a value comparison rests on runs inside one
+``Precision.applied()`` block. Each such test runs on CPU and, on CUDA, twice: in full
+float32 (TF32 off; judged against contiguous eager, as the seed judges) and with TF32 on
+(judged against eager run channels-last with TF32, the kernels a converted graph reaches).
 """
 
 from __future__ import annotations
@@ -19,9 +24,17 @@ from torch import nn
 
 from refimpl import same
 from refimpl.layout import META_KEY
+from refimpl.testing.layout import run_channels_last
+from refimpl.testing.precision import Precision
 from refimpl.testing.same import mismatch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+FLOAT32, TF32 = Precision(), Precision(tf32=True)
+#: (device, precision) of the tests that compare values with eager: TF32 changes nothing on
+#: CPU, so CPU runs once; CUDA runs in both precisions.
+PRECISE_DEVICES = [pytest.param("cpu", FLOAT32, id="cpu"),
+                   pytest.param("cuda", FLOAT32, marks=pytest.mark.cuda, id="cuda"),
+                   pytest.param("cuda", TF32, marks=pytest.mark.cuda, id="cuda-tf32")]
 
 
 class Recorder:
@@ -125,37 +138,43 @@ def wrap(module, train):
     return step
 
 
-def verify_accuracy(model_class, *, device="cpu", ddp=False, train=False):
-    """Eager vs compiled (with an fp64 reference) under ``same``; returns the recorder."""
+def verify_accuracy(model_class, *, device="cpu", precision=FLOAT32, ddp=False, train=False):
+    """Eager vs compiled (with an fp64 reference) under ``same``, every run in ``precision``;
+    values against contiguous eager (TF32: channels-last eager), strides against contiguous
+    eager. Returns the recorder."""
     torch.manual_seed(0)
     mod = model_class(manual_graph_break=not ddp).to(device)
     inputs = [t.to(device) for t in mod.get_example_inputs()]
-    expected = wrap(mod, train)(*inputs)
-    fp64_out = wrap(copy.deepcopy(mod).double(), train)(*[t.double() for t in inputs])
-    mod.zero_grad(set_to_none=True)
-    target = mod
-    if ddp:
-        from torch.nn.parallel import DistributedDataParallel
+    with precision.applied():
+        reference = (run_channels_last(mod, *inputs, lambda m, x: wrap(m, train)(x))
+                     if precision.tf32 else None)  # before the eager step: fresh grads
+        expected = wrap(mod, train)(*inputs)
+        fp64_out = wrap(copy.deepcopy(mod).double(), train)(*[t.double() for t in inputs])
+        mod.zero_grad(set_to_none=True)
+        target = mod
+        if ddp:
+            from torch.nn.parallel import DistributedDataParallel
 
-        target = DistributedDataParallel(mod)
-    opt, recorder = compile_recorded(wrap(target, train))
-    actual = opt(*inputs)
+            target = DistributedDataParallel(mod)
+        opt, recorder = compile_recorded(wrap(target, train))
+        actual = opt(*inputs)
     assert recorder.results, "the compiled model never ran through the backend"
-    assert same(expected, actual, fp64_ref=fp64_out), mismatch(expected, actual, fp64_out)
+    reference = expected if reference is None else reference
+    assert same(reference, actual, fp64_ref=fp64_out), mismatch(reference, actual, fp64_out)
     if not train:
         assert actual.stride() == expected.stride()
     return recorder
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_2conv_with_graph_break(device):
-    recorder = verify_accuracy(Model2Conv, device=device)
+@pytest.mark.parametrize(("device", "precision"), PRECISE_DEVICES)
+def test_2conv_with_graph_break(device, precision):
+    recorder = verify_accuracy(Model2Conv, device=device, precision=precision)
     assert recorder.converted == [True, True]  # one graph on each side of the break
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_3conv_with_graph_break(device):
-    recorder = verify_accuracy(Model3Conv, device=device)
+@pytest.mark.parametrize(("device", "precision"), PRECISE_DEVICES)
+def test_3conv_with_graph_break(device, precision):
+    recorder = verify_accuracy(Model3Conv, device=device, precision=precision)
     assert recorder.converted == [True, True]
     depthwise = recorder.results[0].decision.convs[1]
     assert depthwise.groups == 512 and depthwise.kind == "default"  # in/groups == 1
@@ -192,19 +211,21 @@ class OneConv(nn.Module):
         return self.conv(x)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("device", "precision"), PRECISE_DEVICES)
 @torch.no_grad()
-def test_keep_output_layout_infer(device):
+def test_keep_output_layout_infer(device, precision):
     mod = OneConv().to(device)
     x = torch.randn(2, 3, 5, 5, device=device)
-    out = mod(x)
-    opt, recorder = compile_recorded(mod)
-    opt_out = opt(x)
+    with precision.applied():
+        out = mod(x)
+        reference = run_channels_last(mod, x, lambda m, cl_x: m(cl_x)) if precision.tf32 else out
+        opt, recorder = compile_recorded(mod)
+        opt_out = opt(x)
     assert recorder.converted == [True]  # the conv ran channels-last inside
     out.view(5, -1)
     opt_out.view(5, -1)  # fails if the output were left channels-last
     assert opt_out.stride() == out.stride()
-    assert torch.allclose(opt_out, out, atol=1e-5, rtol=1e-5)
+    assert torch.allclose(opt_out, reference, atol=1e-5, rtol=1e-5)
 
 
 @torch.no_grad()
@@ -227,9 +248,9 @@ def test_keep_output_layout_with_freezing():
     assert torch.allclose(opt_out, out, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_training_acc(device):
-    recorder = verify_accuracy(Model2Conv, device=device, train=True)
+@pytest.mark.parametrize(("device", "precision"), PRECISE_DEVICES)
+def test_training_acc(device, precision):
+    recorder = verify_accuracy(Model2Conv, device=device, precision=precision, train=True)
     with_conv = [r.decision.channels_last for r in recorder.results if r.decision.convs]
     assert with_conv == [True, True]  # the two conv graphs; the rest collect grads
 
@@ -264,9 +285,10 @@ def test_mutate_base(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("model", [MutateBaseOfConvOutput, MutateViewOfConvOutput])
 def test_mutate_conv_output(device, model):
-    """The conv runs channels-last; its viewed output is restored before any view."""
-    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # the seed's tf32_off
-        recorder = verify_accuracy(model, device=device)
+    """The conv runs channels-last; its viewed output is restored before any view. Full
+    float32 only (the seed's tf32_off): the TF32 reference, eager channels-last, cannot run
+    these models, as eager refuses ``view(-1)`` of a channels-last conv output."""
+    recorder = verify_accuracy(model, device=device, precision=FLOAT32)
     plan = recorder.results[0].plan
     assert plan.restore_at_definition == plan.channels_last == ["x"]
 
@@ -301,8 +323,16 @@ class NllModel(nn.Module):
         return nn.functional.cross_entropy(logits, targets)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_nll_loss_backward(device):
+def _loss_and_grads(model, x, targets):
+    loss = model(x, targets)
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    return loss.detach(), grads
+
+
+@pytest.mark.parametrize(("device", "precision"), PRECISE_DEVICES)
+def test_nll_loss_backward(device, precision):
     """pytorch/pytorch#120759: nll_loss2d_backward needs its ``self`` contiguous; the pass
     must never hand it a channels-last tensor. Unlike the seed, the compiled model runs."""
     batch, seq_len, input_dim, num_classes = 48, 144, 39, 111
@@ -310,13 +340,12 @@ def test_nll_loss_backward(device):
     model = NllModel(input_dim, num_classes).to(device)
     x = torch.ones(batch, 1, seq_len, input_dim, device=device)
     targets = torch.randint(0, num_classes - 1, (batch, seq_len), device=device)
-    ref = model(x, targets)
-    ref.backward()
-    ref_grads = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad(set_to_none=True)
-    opt, recorder = compile_recorded(model)
-    loss = opt(x, targets)
-    loss.backward()
+    step = lambda m, inp: _loss_and_grads(m, inp, targets)
+    with precision.applied():
+        ref, ref_grads = run_channels_last(model, x, step) if precision.tf32 else step(model, x)
+        opt, recorder = compile_recorded(model)
+        loss = opt(x, targets)
+        loss.backward()
     assert recorder.converted == [True]
     assert torch.allclose(ref, loss, atol=1e-5, rtol=1e-5)
     for got, want in zip([p.grad for p in model.parameters()], ref_grads):

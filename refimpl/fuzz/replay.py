@@ -48,7 +48,8 @@ _OPAQUE = re.compile(r"^(\s*)(\w+)=<[^\n]*object at 0x[0-9a-f]+>,?$", re.MULTILI
 
 
 class _Names(dict):
-    """A lookup namespace: module globals first, then strategies, torch, math."""
+    """A lookup namespace: module globals first, then strategies, the plugin's fixture values
+    (``Precision``, printed as ``refimpl_precision=Precision(tf32=False)``), torch, math."""
 
     def __init__(self, module) -> None:
         super().__init__(vars(module))
@@ -57,8 +58,9 @@ class _Names(dict):
         import torch
 
         import refimpl.strategies
+        import refimpl.testing.precision
 
-        for source in (refimpl.strategies, torch, math):
+        for source in (refimpl.strategies, refimpl.testing.precision, torch, math):
             try:
                 return getattr(source, name)
             except AttributeError:

@@ -22,6 +22,7 @@ import torch
 from torch import fx
 
 from refimpl.partition import cost
+from refimpl.partition.candidates import CHEAP_OPS
 from refimpl.partition.graph import JointGraph, JointNode, TraceError
 from refimpl.partition.options import PartitionOptions
 from refimpl.partition.partitioner import choose
@@ -124,6 +125,16 @@ def _mutated_primals(gm: fx.GraphModule, roles: dict[fx.Node, str],
     return {primals[i] for i in mutated_inputs}
 
 
+def _priced(info: dict) -> bool:
+    """Whether recomputing the op costs anything: not for cheap ops (pointwise, views,
+    ``candidates.CHEAP_OPS``), which torch's min-cut recomputes for free (fused into the
+    backward) and its knapsack never prices. The FLOP table gives them 0 anyway; this keeps
+    the ``profile`` estimator pricing the same ops, so a cosine's measured microseconds
+    cannot outweigh a matmul's in the plan (torch's plan, on any machine)."""
+    base = str(info.get("op", "")).split(".")[0]
+    return not (info.get("pointwise") or info.get("view") or base in CHEAP_OPS)
+
+
 def joint_graph_from_fx(gm: fx.GraphModule, num_fwd_outputs: int,
                         runtime_of: Callable[[fx.Node], float],
                         mutated_inputs: tuple[int, ...] = ()) -> JointGraph:
@@ -156,7 +167,7 @@ def joint_graph_from_fx(gm: fx.GraphModule, num_fwd_outputs: int,
             random=info.get("random", False), mutable=info.get("mutable", False),
             pointwise=info.get("pointwise", False), view=info.get("view", False),
             storage=storage[node], fw_required=node in fw_required,
-            runtime=runtime_of(node) if roles[node] == "forward" else 0.0,
+            runtime=runtime_of(node) if roles[node] == "forward" and _priced(info) else 0.0,
             policy=_policy(node), ac_graph_id=node.meta.get("ac_graph_id"),
             mutated=node in mutated))
     bw_outputs = [o.name for o in outs[num_fwd_outputs:] if isinstance(o, fx.Node)]

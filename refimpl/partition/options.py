@@ -34,7 +34,10 @@ class PartitionOptions:
     cse                run common-subexpression elimination on the joint graph first, as
                        torch's partitioner does (``torch._functorch.config.cse``).
     optimize_layout    the dynamo backend runs ``refimpl.layout.optimize_layout`` first.
-    profile_repeats    timed runs per node for the ``"profile"`` estimator (the least is used).
+    profile_repeats    timed runs per node for the ``"profile"`` estimator, after a warm-up
+                       (the least is used); on CUDA the estimating runs, followed by up to
+                       100 more within 25 ms, as torch's GPU benchmarker
+                       (:func:`refimpl.partition.cost.time_call`).
     solver_time_limit  seconds the exact solver may take per solve before it raises
                        :class:`~refimpl.partition.errors.SolverTimeLimit`.
     """

@@ -7,6 +7,11 @@ reference; in training, gradients too; and an FX pass is deterministic. Each exa
 that the backend really ran (a net that fell back to eager would prove nothing). Nets run on
 each device this machine offers (``device``: cuDNN's channels-last kernels are not the CPU's).
 
+Precision: every run a comparison rests on (eager, channels-last eager, float64 and the
+compiled run) runs inside one ``refimpl_precision.applied()`` block (``--refimpl-precision``,
+:mod:`refimpl.testing.precision`): full float32 by default, TF32 on CUDA with ``tf32``. On
+CPU, TF32 changes no value.
+
 Reach (each example): a conversion happened: the graph the pass returned computes some value
 channels-last (:func:`refimpl.testing.layout.converted_values`), or the compiler decided to
 convert (:func:`refimpl.testing.layout.layout_compile`).
@@ -85,10 +90,10 @@ def check_same(expected, actual, fp64, what: str, spec: ConvNetSpec, *, outputs:
 
 
 @given(spec=conv_nets(), device=devices())
-def test_inference_outputs_match_eager(refimpl_backend, spec, device):
+def test_inference_outputs_match_eager(refimpl_backend, refimpl_precision, spec, device):
     module, x = spec.build().eval().to(device), spec.example_input().to(device)
     fp64_module = copy.deepcopy(module).double()
-    with torch.no_grad():
+    with torch.no_grad(), refimpl_precision.applied():
         expected = module(x.clone())
         fp64 = fp64_module(x.double())
         channels_last = run_channels_last(module, x, lambda m, cl_x: m(cl_x))
@@ -113,15 +118,17 @@ def _train_step(module, x):
 
 
 @given(spec=conv_nets(training=True), device=devices())
-def test_training_outputs_and_gradients_match_eager(refimpl_backend, spec, device):
+def test_training_outputs_and_gradients_match_eager(refimpl_backend, refimpl_precision, spec,
+                                                    device):
     module, x = spec.build().train().to(device), spec.example_input().to(device)
     fp64_module = copy.deepcopy(module).double()
     compiled_module = copy.deepcopy(module)
-    channels_last = run_channels_last(module, x, _train_step)  # before the step: fresh grads
-    expected = _train_step(module, x)
-    fp64 = _train_step(fp64_module, x.double())
-    compiled, seen = layout_compile(refimpl_backend, compiled_module, device)
-    actual = _train_step(compiled, x)
+    with refimpl_precision.applied():
+        channels_last = run_channels_last(module, x, _train_step)  # before the step: fresh
+        expected = _train_step(module, x)
+        fp64 = _train_step(fp64_module, x.double())
+        compiled, seen = layout_compile(refimpl_backend, compiled_module, device)
+        actual = _train_step(compiled, x)
     assert seen, "the backend was never called"
     reach(any(seen))
     check_same(expected, actual, fp64, "output and gradients", spec, outputs=1,

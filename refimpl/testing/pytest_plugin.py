@@ -4,6 +4,9 @@ It gives a user's suite what refimpl's own suite uses:
 
 - ``--refimpl-target`` (default ``$REFIMPL_TARGET``, else ``refimpl``): the backend under test;
 - the ``refimpl_backend`` fixture: that backend, loaded once per session;
+- ``--refimpl-precision`` (``float32``, the default, or ``tf32``) and the
+  ``refimpl_precision`` fixture: the float32 arithmetic compared runs use on CUDA
+  (:mod:`refimpl.testing.precision`);
 - a report header line naming the backend, its version and its components, and the
   Hypothesis profile in force (dev / ci / fuzz, see :mod:`refimpl.testing.profiles`);
 - ``@pytest.mark.cuda`` tests are skipped, with the reason shown, when no GPU is present;
@@ -20,6 +23,7 @@ import pytest
 import torch
 
 from refimpl.oracle import describe, load_backend, selected_target
+from refimpl.testing.precision import PRECISIONS, Precision
 from refimpl.testing.profiles import load_selected_profile
 
 
@@ -28,6 +32,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--refimpl-target", default=None,
                     help="backend under test: refimpl, torch or package.module:attribute "
                          "(default: $REFIMPL_TARGET, else refimpl)")
+    group.addoption("--refimpl-precision", default="float32", choices=PRECISIONS,
+                    help="float32 arithmetic of compared runs on CUDA: float32 (TF32 off, "
+                         "the reference) or tf32 (TF32 on, judged against channels-last "
+                         "eager with TF32)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -50,6 +58,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def refimpl_backend(request: pytest.FixtureRequest):
     """The backend under test (--refimpl-target / REFIMPL_TARGET / refimpl)."""
     return load_backend(selected_target(request.config.getoption("--refimpl-target")))
+
+
+@pytest.fixture(scope="session")
+def refimpl_precision(request: pytest.FixtureRequest) -> Precision:
+    """The precision compared runs use (--refimpl-precision; refimpl.testing.precision)."""
+    return Precision.named(request.config.getoption("--refimpl-precision"))
 
 
 def release_matches(version: str, releases: tuple[str, ...]) -> bool:
