@@ -4,15 +4,18 @@
 
 Steps, each a child process whose exit status and counts go into ``DIR/gpu-report.md``:
 
-1. ``pytest -m cuda tests`` (JUnit XML in DIR): the seeds' CUDA ports, the activation meter
-   against the CUDA allocator, checkpoint's CUDA RNG state, the layout pass on cuDNN, the
-   inductor target's layout on GPU;
-2. ``refimpl fuzz --target refimpl`` over every component, N examples per property: on a GPU
-   machine the properties with a device axis draw CUDA as well as CPU examples;
+1. ``pytest -m cuda tests`` on J workers (JUnit XML in DIR): the seeds' CUDA ports, the
+   activation meter against the CUDA allocator, checkpoint's CUDA RNG state, the layout pass
+   on cuDNN in both precisions, the profile estimator on a busy GPU, the inductor target's
+   layout on GPU;
+2. with ``--upstream``: PyTorch's own tests with refimpl swapped in
+   (``scripts/upstream_tests.py``);
 3. ``refimpl fuzz --target inductor --component layout,partition``: inductor itself, its
    layout decision as the layout properties' reach;
-4. with ``--upstream``: PyTorch's own tests with refimpl swapped in
-   (``scripts/upstream_tests.py``).
+4. ``refimpl fuzz --target refimpl`` over every component, N examples per property: on a GPU
+   machine the properties with a device axis draw CUDA as well as CPU examples.
+
+The report is rewritten after every step, so a run cut short still says what it did.
 
 Refuses to run without a CUDA device (exit 2): on a CPU machine every step would skip or
 check nothing, and a report of that would read as a pass. Exit status: 0 when every step
@@ -56,22 +59,23 @@ def steps(out: Path, examples: int, jobs: int, upstream: Path | None) -> list[St
     python = sys.executable
     fuzz = (python, "-m", "refimpl", "fuzz", "--max-examples", str(examples), "--jobs",
             str(jobs))
-    found = [
-        Step("pytest -m cuda", (python, "-m", "pytest", "-m", "cuda", "-q", "-p",
-                                "no:cacheprovider", f"--junitxml={out / 'cuda.xml'}",
-                                str(ROOT / "tests")), out / "cuda.xml"),
-        Step("refimpl fuzz --target refimpl", (*fuzz, "--target", "refimpl", "--out",
-                                               str(out / "fuzz-refimpl")),
-             out / "fuzz-refimpl" / "report.json"),
-        Step("refimpl fuzz --target inductor", (*fuzz, "--target", "inductor", "--component",
-                                                "layout,partition", "--out",
-                                                str(out / "fuzz-inductor")),
-             out / "fuzz-inductor" / "report.json"),
-    ]
+    found = [Step("pytest -m cuda", (python, "-m", "pytest", "-m", "cuda", "-q", "-n", str(jobs),
+                                      "-p", "no:cacheprovider",
+                                      f"--junitxml={out / 'cuda.xml'}", str(ROOT / "tests")),
+                  out / "cuda.xml")]
     if upstream is not None:
         found.append(Step("upstream tests, refimpl swapped in",
                           (python, str(ROOT / "scripts" / "upstream_tests.py"), str(upstream),
                            "--xml-dir", str(out / "upstream"), "-q"), out / "upstream"))
+    found += [
+        Step("refimpl fuzz --target inductor", (*fuzz, "--target", "inductor", "--component",
+                                                "layout,partition", "--out",
+                                                str(out / "fuzz-inductor")),
+             out / "fuzz-inductor" / "report.json"),
+        Step("refimpl fuzz --target refimpl", (*fuzz, "--target", "refimpl", "--out",
+                                               str(out / "fuzz-refimpl")),
+             out / "fuzz-refimpl" / "report.json"),
+    ]
     return found
 
 
@@ -133,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     for step in steps(args.out.resolve(), args.examples, args.jobs, args.upstream):
         outcomes.append(run(step, args.out / f"{len(outcomes) + 1}.log"))
         print(f"{step.name}: exit {outcomes[-1].status}, {outcomes[-1].counts}", flush=True)
-    (args.out / "gpu-report.md").write_text(report(outcomes))
+        (args.out / "gpu-report.md").write_text(report(outcomes))
     print(report(outcomes))
     return 0 if all(o.status == 0 for o in outcomes) else 1
 
