@@ -1,0 +1,152 @@
+"""`refimpl fuzz --engine dask`: a Dask scheduler and two workers on loopback (the processes a
+real cluster runs, `dask scheduler` and `dask worker`), sharing one Redis example database where
+a redis-server is installed, catch a deliberately broken backend; a passing target passes; an
+unreachable --scheduler is one line, exit 2.
+
+The cluster tests need the optional extra (pip install 'refimpl[dask]') and are skipped,
+visibly, without it; the missing extra's own message is tested with the package hidden.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_fuzz import SUITE, _run, report_of, write_suite
+from tests.test_fuzz_redis import _free_port
+from tests.test_fuzz_redis import redis_url as redis_url  # the fixture, re-exported
+
+try:
+    import distributed
+except ImportError:
+    distributed = None
+needs_dask = pytest.mark.skipif(distributed is None, reason="Dask distributed is not "
+                                                            "installed (pip install "
+                                                            "'refimpl[dask]')")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _dask(*args: str, cwd: Path, log: Path) -> subprocess.Popen:
+    """``dask scheduler`` / ``dask worker`` as a user starts them, logging into ``log``."""
+    with log.open("w") as f:
+        return subprocess.Popen([sys.executable, "-m", "dask", *args], cwd=cwd, stdout=f,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def scheduler(tmp_path: Path):
+    """The address of a loopback scheduler with two single-threaded workers, started as
+    separate processes in the repository root (so that ``tests.broken_backends`` imports)."""
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [_dask("scheduler", "--host", "127.0.0.1", "--port", str(port),
+                   "--no-dashboard", cwd=ROOT, log=tmp_path / "scheduler.log")]
+    for n in range(2):
+        procs.append(_dask("worker", address, "--host", "127.0.0.1", "--nthreads", "1",
+                           "--no-dashboard", "--local-directory", str(tmp_path / f"w{n}"),
+                           cwd=ROOT, log=tmp_path / f"worker{n}.log"))
+    try:
+        client = distributed.Client(address, timeout=120)
+        client.wait_for_workers(2, timeout=120)
+        client.close()
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture
+def database(request, tmp_path: Path) -> str:
+    """A Redis server's URL where redis-server is installed (the database a cluster shares),
+    else a folder (both workers of this test run on one machine)."""
+    if shutil.which("redis-server") is None:
+        return str(tmp_path / "db")
+    pytest.importorskip("redis", reason="the 'redis' client package is not installed")
+    return request.getfixturevalue("redis_url")
+
+
+@needs_dask
+@pytest.mark.slow
+def test_a_scheduler_and_two_workers_catch_a_broken_backend(scheduler: str, database: str,
+                                                            tmp_path: Path):
+    out = tmp_path / "out"
+    start = time.monotonic()
+    done = _run("fuzz", "--engine", "dask", "--scheduler", scheduler, "--database", database,
+                "--target", "tests.broken_backends:RandomMergingCSE", "--component", "cse",
+                "--profile", "ci", "--fail-fast", "--no-shrink", "--out", str(out), cwd=ROOT)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"engine: dask, on the Dask scheduler at {scheduler} (2 workers now)" in done.stdout
+    rows = report_of(out)
+    failed = [r for r in rows.values() if r["outcome"] == "failed"]
+    assert failed and all("::" in r["nodeid"] for r in failed), rows
+    # every property of the component is listed once; --fail-fast stopped the rest
+    assert len(rows) == 7 and all(r["outcome"] in ("passed", "failed", "interrupted", "not run")
+                                  for r in rows.values()), rows
+    repro = Path(failed[0]["reproducer"])
+    replayed = subprocess.run([sys.executable, str(repro)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=300)
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert "REPRODUCED" in replayed.stdout
+    tasks = (out / "logs" / "cse.log").read_text().count("=== dask task on ")
+    assert tasks == len(rows), tasks  # one task per property, each logged
+    if database.startswith("redis://"):
+        import redis
+
+        assert redis.Redis.from_url(database).keys("*"), "the workers stored nothing in Redis"
+    print(f"\ncaught in {time.monotonic() - start:.1f} s")
+
+
+@needs_dask
+@pytest.mark.slow
+def test_a_passing_target_passes_on_a_local_cluster(tmp_path: Path):
+    folder = write_suite(tmp_path / "props", "test_cse_ok.py",
+                         SUITE.replace("box.x < 100", "box.x == box.x"))
+    out = tmp_path / "out"
+    done = _run("fuzz", "--engine", "dask", "--jobs", "2", "--component", "cse",
+                "--properties", str(folder), "--max-examples", "15", "--out", str(out),
+                cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "on a local Dask cluster of 2 workers on loopback" in done.stdout
+    rows = report_of(out)
+    assert sorted(rows) == ["test_always", "test_small"]
+    assert all(r["outcome"] == "passed" and r["examples"] >= 15 for r in rows.values()), rows
+
+
+@needs_dask
+def test_an_unreachable_scheduler_is_one_line_and_exit_2(tmp_path: Path):
+    address = f"tcp://127.0.0.1:{_free_port()}"  # nothing listens there
+    done = _run("fuzz", "--engine", "dask", "--scheduler", address, "--out",
+                str(tmp_path / "o"), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(f"refimpl fuzz: --scheduler: cannot reach a Dask scheduler "
+                                  f"at {address}: ")
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "o").exists()  # nothing ran, nothing written
+
+
+def test_scheduler_needs_the_dask_engine(tmp_path: Path):
+    done = _run("fuzz", "--scheduler", "tcp://127.0.0.1:8786", "--out", str(tmp_path / "o"),
+                cwd=tmp_path)
+    assert done.returncode == 2
+    assert "needs engine='dask'" in done.stderr
+
+
+def test_the_missing_extra_is_one_line_and_exit_2(tmp_path: Path):
+    hide = ("import sys; sys.modules['distributed'] = None; from refimpl.cli import main; "
+            "sys.exit(main(['fuzz', '--engine', 'dask', '--out', 'o']))")
+    done = subprocess.run([sys.executable, "-c", hide], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == ("refimpl fuzz: --engine: dask needs the 'distributed' package: "
+                           "pip install 'refimpl[dask]'\n")
