@@ -10,6 +10,7 @@ visibly, without it; the missing extra's own message is tested with the package 
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -150,3 +151,97 @@ def test_the_missing_extra_is_one_line_and_exit_2(tmp_path: Path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr == ("refimpl fuzz: --engine: dask needs the 'distributed' package: "
                            "pip install 'refimpl[dask]'\n")
+
+
+SIGNAL_SUITE = '''
+import time
+from pathlib import Path
+from hypothesis import given, strategies as st
+
+
+@given(x=st.integers())
+def test_a_fast(refimpl_backend, x):
+    pass
+
+
+@given(x=st.integers())
+def test_b_slow(refimpl_backend, x):
+    (Path(__file__).parent / "slow-started").touch()
+    time.sleep(1)
+
+
+@given(x=st.integers())
+def test_c_later(refimpl_backend, x):
+    pass
+'''
+
+
+@needs_dask
+@pytest.mark.slow
+def test_sigint_stops_the_tasks_and_reports_what_ran(tmp_path: Path):
+    from tests.test_fuzz_limits import _orphans
+
+    props = write_suite(tmp_path / "props", "test_cse_sig.py", SIGNAL_SUITE)
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "refimpl", "fuzz", "--engine", "dask",
+                             "--jobs", "1", "--component", "cse", "--properties", str(props),
+                             "--out", str(out), "--max-examples", "30"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (props / "slow-started").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2.5)  # inside test_b_slow's examples
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stdout + stderr
+    rows = report_of(out)
+    assert rows["test_a_fast"]["outcome"] == "passed"
+    assert rows["test_b_slow"]["outcome"] == "interrupted"
+    assert 0 < rows["test_b_slow"]["examples"] < 30
+    assert rows["test_c_later"]["outcome"] == "not run"
+    assert "stopped by signal 2" in stdout
+    assert not _orphans(str(props))
+
+
+@needs_dask
+@pytest.mark.slow
+def test_minutes_bounds_the_campaign_and_rounds_go_deeper(tmp_path: Path):
+    folder = write_suite(tmp_path / "props", "test_cse_ok.py",
+                         SUITE.replace("box.x < 100", "box.x == box.x"))
+    out = tmp_path / "out"
+    start = time.monotonic()
+    done = _run("fuzz", "--engine", "dask", "--jobs", "2", "--component", "cse",
+                "--properties", str(folder), "--minutes", "0.5", "--out", str(out),
+                cwd=tmp_path)
+    seconds = time.monotonic() - start
+    assert done.returncode == 0, done.stdout + done.stderr
+    # 30 s of rounds, plus the cluster's start, the collection and a stop's grace period
+    assert seconds < 30 + 120, seconds
+    rows = report_of(out)
+    assert all(r["outcome"] == "passed" for r in rows.values()), rows
+    headers = [line for line in (out / "logs" / "cse.log").read_text().splitlines()
+               if line.startswith("=== dask task on ")]
+    tasks = {name: sum(h.endswith(f"::{name}") for h in headers) for name in rows}
+    assert all(n >= 2 for n in tasks.values()), tasks  # a second round was started for each
+
+
+class _Future:
+    """A Dask future whose task raised (its worker was lost), as _task_rows reads one."""
+
+    status = "error"
+
+    def exception(self):
+        return RuntimeError("worker tcp://10.0.0.2:4000 lost")
+
+
+def test_a_lost_worker_leaves_its_property_not_run_never_passed(tmp_path: Path):
+    from refimpl.fuzz.distributed import _task_rows
+
+    (row,) = _task_rows(_Future(), "cse", "props/test_cse_x.py::test_y", tmp_path)
+    assert (row.nodeid, row.outcome, row.examples) == ("props/test_cse_x.py::test_y",
+                                                       "not run", 0)
+    assert row.reason == ("its Dask task did not return results: it failed: RuntimeError: "
+                          "worker tcp://10.0.0.2:4000 lost")

@@ -44,7 +44,13 @@ from pathlib import Path
 from typing import Any
 
 from refimpl.fuzz.options import FuzzOptions
-from refimpl.fuzz.runner import STARTUP_SECONDS, fold_rounds, round_examples, stall_limit
+from refimpl.fuzz.runner import (
+    STARTUP_SECONDS,
+    fold_rounds,
+    progress_line,
+    round_examples,
+    stall_limit,
+)
 from refimpl.fuzz.suite import component_files, default_properties_dir
 from refimpl.fuzz.worker import (
     STOP_GRACE_SECONDS,
@@ -191,12 +197,16 @@ def collect(opts: FuzzOptions, skips: dict[str, str],
 
 def _task_rows(future, component: str, nodeid: str, out: Path) -> list[PropertyResult]:
     """A finished future's results (its log appended to the component's log in ``out``, its
-    pickled examples kept in ``out/examples``); a task that raised is that property's
-    failure."""
+    pickled examples kept in ``out/examples``). A task that raised or was cancelled leaves its
+    property "not run" with the reason: the target runs in the task's own pytest process, so
+    this is the cluster failing (a lost worker), not a finding, and never a pass."""
     if future.status != "finished":
-        exc = future.exception()
-        return [PropertyResult(component, nodeid, "failed", 0,
-                               message=f"the Dask task failed: {type(exc).__name__}: {exc}")]
+        why = "it was cancelled"
+        if future.status == "error":
+            exc = future.exception()
+            why = f"it failed: {type(exc).__name__}: {exc}"
+        return [PropertyResult(component, nodeid, "not run", 0,
+                               reason=f"its Dask task did not return results: {why}")]
     data = future.result()
     log = out / "logs" / f"{component}.log"
     with log.open("a") as f:
@@ -225,6 +235,7 @@ class _DaskCampaign:
         self.events = {c: Event(f"{prefix}-{c}", client=client) for c in opts.components}
         self.stopping_since: float | None = None
         self.pending: dict[Any, tuple[str, str, int]] = {}
+        self.finished = 0  # tasks returned, for the progress lines
 
     def submit(self, component: str, nodeid: str, round_no: int) -> None:
         task = Task(self.task_opts, self.properties, component, nodeid, round_no,
@@ -243,6 +254,10 @@ class _DaskCampaign:
     def _finish(self, future) -> list[PropertyResult]:
         component, nodeid, round_no = self.pending.pop(future)
         rows = _task_rows(future, component, nodeid, self.opts.out)
+        self.finished += 1
+        for row in rows:  # one line per finished task, as the runner prints off a terminal
+            print(progress_line(component, asdict(row), self.finished, None) +
+                  f" [round {round_no}]", flush=True)
         if self.opts.fail_fast and any(r.outcome == "failed" for r in rows):
             self.events[component].set()
         again = self.deadline is not None and self.stopping_since is None
