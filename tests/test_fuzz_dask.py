@@ -94,6 +94,8 @@ def test_a_scheduler_and_two_workers_catch_a_broken_backend(scheduler: str, data
     # every property of the component is listed once; --fail-fast stopped the rest
     assert len(rows) == 7 and all(r["outcome"] in ("passed", "failed", "interrupted", "not run")
                                   for r in rows.values()), rows
+    assert all(r["reason"] == "--fail-fast: the component stopped at its first failure"
+               for r in rows.values() if r["outcome"] == "not run"), rows
     repro = Path(failed[0]["reproducer"])
     replayed = subprocess.run([sys.executable, str(repro)], cwd=ROOT, capture_output=True,
                               text=True, timeout=300)

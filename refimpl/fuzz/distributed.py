@@ -64,6 +64,7 @@ INSTALL_HINT = "pip install 'refimpl[dask]'"
 CONNECT_SECONDS = 10  # to reach a --scheduler
 POLL_SECONDS = 0.5  # how often a task looks at its stop event, and the parent at its futures
 GIVE_UP_SECONDS = STOP_GRACE_SECONDS + 30  # after a stop, how long the parent waits for tasks
+FAIL_FAST_REASON = "--fail-fast: the component stopped at its first failure"
 
 
 class DaskError(ValueError):
@@ -227,7 +228,9 @@ class _DaskCampaign:
         from distributed import Event
 
         self.opts, self.client, self.stopped_by = opts, client, stopped_by
-        database = opts.database or str((opts.out / "hypothesis-db").resolve())
+        database = opts.database or str(opts.out / "hypothesis-db")
+        if "://" not in database:  # a folder: the same one whatever a worker's own folder
+            database = str(Path(database).resolve())
         self.task_opts = replace(opts, database=database)
         self.properties = str(opts.properties.resolve()) if opts.properties else None
         self.deadline = time.monotonic() + 60 * opts.minutes if opts.minutes else None
@@ -236,6 +239,7 @@ class _DaskCampaign:
         self.stopping_since: float | None = None
         self.pending: dict[Any, tuple[str, str, int]] = {}
         self.finished = 0  # tasks returned, for the progress lines
+        self.failed_fast: set[str] = set()  # components --fail-fast stopped
 
     def submit(self, component: str, nodeid: str, round_no: int) -> None:
         task = Task(self.task_opts, self.properties, component, nodeid, round_no,
@@ -260,6 +264,10 @@ class _DaskCampaign:
                   f" [round {round_no}]", flush=True)
         if self.opts.fail_fast and any(r.outcome == "failed" for r in rows):
             self.events[component].set()
+            self.failed_fast.add(component)
+        if component in self.failed_fast:  # say why, as the runner does
+            rows = [replace(r, reason=FAIL_FAST_REASON) if r.outcome == "not run" else r
+                    for r in rows]
         again = self.deadline is not None and self.stopping_since is None
         if again and not self.events[component].is_set():
             self.submit(component, nodeid, round_no + 1)
