@@ -138,6 +138,25 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_2(tmp_path: Path):
     assert not (tmp_path / "o").exists()  # nothing ran, nothing written
 
 
+@needs_dask
+def test_a_scheduler_without_workers_is_one_line_and_exit_2(tmp_path: Path):
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    proc = _dask("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
+                 cwd=tmp_path, log=tmp_path / "scheduler.log")
+    try:
+        client = distributed.Client(address, timeout=120)
+        client.close()
+        done = _run("fuzz", "--engine", "dask", "--scheduler", address, "--out",
+                    str(tmp_path / "o"), cwd=tmp_path)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == (f"refimpl fuzz: --scheduler: the Dask scheduler at {address} has "
+                           f"no workers: start one with `dask worker {address}`\n")
+
+
 def test_scheduler_needs_the_dask_engine(tmp_path: Path):
     done = _run("fuzz", "--scheduler", "tcp://127.0.0.1:8786", "--out", str(tmp_path / "o"),
                 cwd=tmp_path)

@@ -86,7 +86,8 @@ def _distributed():
 
 def check_scheduler(address: str | None) -> None:
     """Raise :class:`DaskError` unless Dask distributed imports and ``address`` (when given)
-    answers as a Dask scheduler within ``CONNECT_SECONDS``."""
+    answers as a Dask scheduler within ``CONNECT_SECONDS`` and has a worker (without one,
+    a campaign bounded by examples would wait for ever)."""
     distributed = _distributed()
     if address is None:
         return
@@ -96,7 +97,13 @@ def check_scheduler(address: str | None) -> None:
     except Exception as exc:  # OSError, TimeoutError, a bad address: ValueError, ...
         raise DaskError("--scheduler", f"cannot reach a Dask scheduler at {address}: "
                                        f"{type(exc).__name__}: {exc}") from None
-    client.close()
+    try:
+        workers = client.scheduler_info().get("workers", {})
+    finally:
+        client.close()
+    if not workers:
+        raise DaskError("--scheduler", f"the Dask scheduler at {address} has no workers: "
+                                       f"start one with `dask worker {address}`")
 
 
 # --- the worker side: one Dask task -------------------------------------------------------
@@ -281,12 +288,12 @@ class _DaskCampaign:
         rounds = []
         while self.pending:
             self._check_stop()
-            if self.stopping_since and time.monotonic() - self.stopping_since > GIVE_UP_SECONDS:
-                break
             with contextlib.suppress(TimeoutError):
                 wait(list(self.pending), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
             for future in [f for f in self.pending if f.done()]:
                 rounds.append(self._finish(future))
+            if self.stopping_since and time.monotonic() - self.stopping_since > GIVE_UP_SECONDS:
+                break
         for future, (component, nodeid, _) in self.pending.items():  # given up on
             future.cancel()
             rounds.append([PropertyResult(component, nodeid, "not run", 0, reason=(
