@@ -5,7 +5,8 @@ Exit status, after writing the report of what ran:
   1  a property failed, timed out, or crashed, however the campaign ended (a signal or
      --minutes included: a finding is never lost to another status);
   2  bad arguments or unusable infrastructure (--target that cannot load, --database
-     unreachable, --out or --junitxml unusable, --timeout beyond the OS timer), one line
+     unreachable, --scheduler unreachable or without workers, --engine dask without its
+     extra, --out or --junitxml unusable, --timeout beyond the OS timer), one line
      naming the option, before any property runs;
   3  incomplete: time ran out before every property completed a round, or nothing ran;
   128 + N  signal N (SIGINT: 130, SIGTERM: 143) stopped the campaign and nothing failed.
