@@ -5,7 +5,8 @@ Exit status, after writing the report of what ran:
   1  a property failed, timed out, or crashed, however the campaign ended (a signal or
      --minutes included: a finding is never lost to another status);
   2  bad arguments or unusable infrastructure (--target that cannot load, --database
-     unreachable, --out or --junitxml unusable, --timeout beyond the OS timer), one line
+     unreachable, --scheduler unreachable or without workers, --engine dask without its
+     extra, --out or --junitxml unusable, --timeout beyond the OS timer), one line
      naming the option, before any property runs;
   3  incomplete: time ran out before every property completed a round, or nothing ran;
   128 + N  signal N (SIGINT: 130, SIGTERM: 143) stopped the campaign and nothing failed.
@@ -100,8 +101,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--properties", type=Path, default=None,
                         help="the property suite's folder (default: refimpl.properties)")
     parser.add_argument("--engine", choices=ENGINES, default="runner",
-                        help="runner (default; bounded runs) or hypofuzz (long campaigns on "
-                             "many machines; pip install 'refimpl[hypofuzz]', see its licence)")
+                        help="runner (default; bounded runs), hypofuzz (long campaigns on "
+                             "many machines; pip install 'refimpl[hypofuzz]', see its licence) "
+                             "or dask (one property per task on a Dask cluster; pip install "
+                             "'refimpl[dask]')")
+    parser.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                        help="--engine dask: a running Dask scheduler (default: a local "
+                             "cluster of --jobs workers on loopback)")
 
 
 def default_profile() -> str:
@@ -118,7 +124,7 @@ def _options(args: argparse.Namespace) -> FuzzOptions:
         profile=args.profile, fail_fast=args.fail_fast, shrink=args.shrink,
         timeout=args.timeout, junitxml=args.junitxml, resume=args.resume, force=args.force,
         compare=args.compare,
-        engine=args.engine)
+        engine=args.engine, scheduler=args.scheduler)
 
 
 def preflight(opts: FuzzOptions):
@@ -139,6 +145,13 @@ def preflight(opts: FuzzOptions):
             check_installed()
         except ImportError as exc:
             raise UsageError("--engine", str(exc)) from None
+    if opts.engine == "dask":
+        from refimpl.fuzz.distributed import DaskError, check_scheduler
+
+        try:
+            check_scheduler(opts.scheduler)
+        except DaskError as exc:
+            raise UsageError(exc.option, str(exc)) from None
     try:
         component_files(opts.properties or default_properties_dir(), opts.components[0])
     except FileNotFoundError as exc:
@@ -204,6 +217,10 @@ def run(args: argparse.Namespace) -> int:
         from refimpl.fuzz.hypofuzz import run_hypofuzz
 
         return run_hypofuzz(opts, backend)
+    if opts.engine == "dask":
+        from refimpl.fuzz.distributed import run_dask
+
+        return run_dask(opts, backend)
     from refimpl.fuzz.campaign import run_and_report
 
     return run_and_report(opts, backend)

@@ -11,7 +11,7 @@ from refimpl.testing.profiles import PROFILES
 
 #: the components a campaign can run, in the order they run (the oracle's list).
 COMPONENTS = tuple(_COMPONENT_METHODS)
-ENGINES = ("runner", "hypofuzz")
+ENGINES = ("runner", "hypofuzz", "dask")
 DEFAULT_TIMEOUT = 120.0  # seconds one example may run (a cold inductor compile fits)
 
 
@@ -41,7 +41,8 @@ class FuzzOptions:
     compare: Path | None = None  # an earlier campaign's report.json: say what changed
     resume: bool = False  # keep --out's example database (its failures replay first)
     force: bool = False  # replace an earlier campaign's --out entirely
-    engine: str = "runner"  # runner (this package's workers) or hypofuzz
+    engine: str = "runner"  # runner (this package's workers), hypofuzz or dask
+    scheduler: str | None = None  # dask: a running scheduler's address (else a LocalCluster)
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.components if c not in COMPONENTS]
@@ -64,5 +65,10 @@ class FuzzOptions:
             raise ValueError(f"jobs={self.jobs} must be at least 1")
         if self.engine not in ENGINES:
             raise ValueError(f"engine={self.engine!r} is not one of {', '.join(ENGINES)}")
+        if self.scheduler is not None and self.engine != "dask":
+            raise ValueError(f"scheduler={self.scheduler!r} needs engine='dask'")
+        if self.scheduler is not None and "://" not in self.scheduler:
+            raise ValueError(f"scheduler={self.scheduler!r}: expected an address such as "
+                             "tcp://host:8786")
         if self.resume and self.force:
             raise ValueError("give at most one of resume and force")

@@ -43,7 +43,8 @@ from refimpl.fuzz.worker import (
     start_worker,
 )
 
-__all__ = ["CampaignResult", "PropertyResult", "run_campaign"]
+__all__ = ["CampaignResult", "PropertyResult", "fold_rounds", "round_examples", "run_campaign",
+           "stall_limit"]
 
 STARTUP_SECONDS = 300.0  # a worker's imports and collection, before its first event
 
@@ -67,7 +68,6 @@ class _Campaign:
         properties = opts.properties or default_properties_dir()
         self.suite = {c: component_files(properties, c) for c in opts.components}
         self.deadline = time.monotonic() + 60 * opts.minutes if opts.minutes else None
-        self.stall_limit = 2 * opts.timeout + 10
         self.stopped_by: int | None = None
         self.stopping = False
 
@@ -78,15 +78,10 @@ class _Campaign:
         timed_out = self.deadline is not None and time.monotonic() >= self.deadline
         return self.stopped_by is not None or timed_out
 
-    def _max_examples(self, round_no: int) -> int | None:
-        if self.opts.max_examples is not None:
-            return self.opts.max_examples
-        return 10 * 2 ** min(round_no, 10)  # capped by nothing else: --minutes bounds time
-
     def _start(self, comp: str, round_no: int) -> Worker:
         seed = None if self.opts.seed is None else self.opts.seed + round_no
         return start_worker(self.opts, comp, self.suite[comp], seed, round_no,
-                            self._max_examples(round_no), self.skips.get(comp))
+                            round_examples(self.opts, round_no), self.skips.get(comp))
 
     def _watch(self, worker: Worker, bar: tqdm) -> None:
         stream = read_events(worker.events)
@@ -105,10 +100,7 @@ class _Campaign:
             worker.kill("watchdog")
 
     def _stall_limit(self, worker: Worker) -> float:
-        """No progress for this long means stuck; starting up (imports, collection) may take
-        longer than an example: it gets at least STARTUP_SECONDS."""
-        started = worker.events.exists()
-        return self.stall_limit if started else max(self.stall_limit, STARTUP_SECONDS)
+        return stall_limit(worker, self.opts.timeout)
 
     def _stop_all(self, running: dict[str, tuple[Worker, tqdm]]) -> None:
         if not self.stopping:
@@ -156,7 +148,23 @@ class _Campaign:
             round_no += 1
             if self.deadline is None or self.stopping or not self.runnable(round_no):
                 break  # bounded by examples, stopped, or nothing the target has to run
-        return _fold(rounds)
+        return fold_rounds(rounds)
+
+
+def round_examples(opts: FuzzOptions, round_no: int) -> int:
+    """Examples per property in round ``round_no``: ``--max-examples``, or under --minutes
+    ``10 * 2**round_no`` (capped by nothing else: --minutes bounds the time)."""
+    if opts.max_examples is not None:
+        return opts.max_examples
+    return 10 * 2 ** min(round_no, 10)
+
+
+def stall_limit(worker: Worker, timeout: float) -> float:
+    """The watchdog's limit: no progress for this long (``2 * timeout + 10`` s) means stuck;
+    starting up (imports, collection) may take longer than an example: it gets at least
+    STARTUP_SECONDS."""
+    limit = 2 * timeout + 10
+    return limit if worker.events.exists() else max(limit, STARTUP_SECONDS)
 
 
 def progress_line(component: str, event: dict, done: int, total: int | None) -> str:
@@ -167,7 +175,7 @@ def progress_line(component: str, event: dict, done: int, total: int | None) -> 
             f"examples ({event['seconds']:.1f} s)")
 
 
-def _fold(rounds: list[list[PropertyResult]]) -> list[PropertyResult]:
+def fold_rounds(rounds: list[list[PropertyResult]]) -> list[PropertyResult]:
     merged: dict[str, PropertyResult] = {}
     for result in (r for round_ in rounds for r in round_):
         old = merged.get(result.nodeid)

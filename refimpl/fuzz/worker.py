@@ -83,8 +83,12 @@ class Worker:
 
 
 def start_worker(opts: FuzzOptions, component: str, files: list[Path], seed: int | None,
-                 round_no: int, max_examples: int | None, skip: str | None) -> Worker:
-    """Start the pytest worker for ``component``'s ``files`` in a new process group."""
+                 round_no: int, max_examples: int | None, skip: str | None,
+                 select: tuple[str, ...] = (), collect_only: bool = False) -> Worker:
+    """Start the pytest worker for ``component``'s ``files`` in a new process group.
+
+    ``select``: node ids (relative to the suite folder's parent, as the events name them) to
+    run instead of every property of ``files``; ``collect_only``: collect, run nothing."""
     settings = {"database": opts.database or str(opts.out / "hypothesis-db")}
     if max_examples is not None:
         settings["max_examples"] = max_examples
@@ -106,10 +110,13 @@ def start_worker(opts: FuzzOptions, component: str, files: list[Path], seed: int
     env.pop("REFIMPL_FUZZ_SKIP", None)
     if skip:
         env["REFIMPL_FUZZ_SKIP"] = skip
-    cmd = [sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", "refimpl.fuzz.events",
+    rootdir = files[0].parent.parent
+    chosen = [str(rootdir / nodeid) for nodeid in select] if select else map(str, files)
+    cmd = [sys.executable, "-m", "pytest", *chosen, "-q", "-p", "refimpl.fuzz.events",
            "-p", "no:cacheprovider", "-p", "no:benchmark", "--refimpl-target", opts.target,
-           "-o", "addopts=", "--rootdir", str(files[0].parent.parent),
-           "--continue-on-collection-errors"]
+           "-o", "addopts=", "--rootdir", str(rootdir), "--continue-on-collection-errors"]
+    if collect_only:
+        cmd.append("--collect-only")
     if seed is not None:
         cmd.append(f"--hypothesis-seed={seed}")
     if opts.fail_fast:
