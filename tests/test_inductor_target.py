@@ -10,8 +10,8 @@ import torch
 from refimpl.oracle import component, load_backend
 from refimpl.oracle.backend import describe, provided_by
 from refimpl.oracle.targets.inductor import NO_GPU_LAYOUT, NOT_AN_FX_PASS, InductorBackend
+from refimpl.properties.layout_component import layout_compile
 from refimpl.strategies.programs import ProgramSpec, Step
-from refimpl.testing.layout import layout_compile
 from refimpl.testing.partition_brute import trace_reference
 from refimpl.testing.partition_expect import Expected, assert_same_results, measured
 

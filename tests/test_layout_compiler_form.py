@@ -5,6 +5,8 @@ example, and a compiler that breaks its contract is the target's failure."""
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 from hypothesis import settings
@@ -15,7 +17,9 @@ from refimpl.layout.backend import make_layout_backend
 from refimpl.oracle import TargetError
 from refimpl.oracle.backend import describe, provided_by
 from refimpl.properties import test_layout, test_layout_strength
-from refimpl.testing.layout import converted_values, layout_compile, layout_converts
+from refimpl.properties.layout_component import layout_compile, layout_converts
+from refimpl.testing.layout import converted_values
+from refimpl.testing.precision import Precision
 
 
 class PassCompiler:
@@ -93,5 +97,7 @@ def test_a_compiler_without_decisions_is_the_targets_failure():
                                   test_layout_strength.test_each_conv_class_decides_as_inductor],
                          ids=lambda p: p.__name__)
 def test_the_layout_properties_run_a_compiler(prop):
-    settings(max_examples=4, deadline=None, database=None, derandomize=True)(prop)(
-        refimpl_backend=CompilerBackend())
+    fixtures = {"refimpl_backend": CompilerBackend()}
+    if "refimpl_precision" in inspect.signature(prop.hypothesis.inner_test).parameters:
+        fixtures["refimpl_precision"] = Precision()
+    settings(max_examples=4, deadline=None, database=None, derandomize=True)(prop)(**fixtures)

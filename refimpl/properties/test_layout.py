@@ -14,7 +14,7 @@ CPU, TF32 changes no value.
 
 Reach (each example): a conversion happened: the graph the pass returned computes some value
 channels-last (:func:`refimpl.testing.layout.converted_values`), or the compiler decided to
-convert (:func:`refimpl.testing.layout.layout_compile`).
+convert (:func:`refimpl.properties.layout_component.layout_compile`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ import torch
 from hypothesis import given
 
 from refimpl.oracle import component
+from refimpl.properties.layout_component import layout_compile
 from refimpl.strategies.device_axis import devices
 from refimpl.strategies.nets import ConvNetSpec, conv_nets
 from refimpl.testing.layout import (
     assert_noise_only,
     converted_values,
-    layout_compile,
     run_channels_last,
     zero_by_construction,
 )

@@ -16,8 +16,9 @@ small; else convert. Conv FLOPs: ``2 * N * out * H_out * W_out * in/groups * kh 
 Whether the pass converted is read off the values its graph computes
 (``refimpl.testing.layout.converted_values``), not off its report; for a compiler (the
 ``inductor`` target on GPU) it is the compiler's own decision on the graph it compiled
-(``refimpl.testing.layout.layout_converts``), so there the properties set inductor's decision
-against the rule as refimpl states it. Nets run on each device this machine offers.
+(``refimpl.properties.layout_component.layout_converts``), so there the properties set
+inductor's decision against the rule as refimpl states it. Nets run on each device this
+machine offers.
 
 A net whose first conv reads one channel or a 1x1 image cannot show a conversion
 (channels-last and contiguous are then the same order, and the convs after it inherit
@@ -39,9 +40,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from torch import fx, nn
 
+from refimpl.properties.layout_component import layout_converts
 from refimpl.strategies.device_axis import devices
 from refimpl.strategies.nets import conv_nets
-from refimpl.testing.layout import layout_converts
 from refimpl.testing.reach import reach
 
 #: inductor's channels-last cost per conv class (torch/_inductor/graph.py, decide_layout_opt).

@@ -16,13 +16,10 @@ import copy
 from typing import Any
 
 import torch
-from hypothesis import reject
 from torch import fx
 from torch.utils._pytree import tree_leaves
 
-from refimpl.oracle import component
-
-__all__ = ["compile_with", "converted_values", "layout_compile", "layout_converts"]
+__all__ = ["compile_with", "converted_values"]
 
 
 class _Recorder(fx.Interpreter):
@@ -118,36 +115,3 @@ def compile_with(pass_fn, module):
     torch._dynamo.reset()
     return torch.compile(module, backend=make_layout_backend(recording)), seen
 
-
-def layout_compile(backend, module, device: str):
-    """``module`` (already on ``device``) compiled through ``backend``'s layout component, and
-    the list that gets, per graph compiled, what says a layout was converted: for an FX pass
-    (``optimize_layout``, :func:`compile_with`) the values its result computes channels-last;
-    for a compiler (``layout_compiler``: inductor) its own decision. ``any(list)`` is the
-    reach. A compiler that optimises layouts only on other devices (the compiler's
-    ``layout_devices``) rejects the example: it would prove nothing here. Dynamo is reset first."""
-    if getattr(backend, "optimize_layout", None) is not None \
-            or getattr(backend, "layout_compiler", None) is None:
-        return compile_with(component(backend, "optimize_layout"), module)
-    compiler = component(backend, "layout_compiler")()
-    if device not in getattr(compiler, "layout_devices", (device,)):
-        reject()
-    torch._dynamo.reset()
-    return torch.compile(module, backend=compiler), compiler.decisions
-
-
-def layout_converts(backend, module, x: torch.Tensor, training: bool) -> bool:
-    """Whether ``backend``'s layout component converts ``module``'s graph for input ``x``
-    (both on one device), in training or inference: an FX pass's result read off the graph it
-    returns (:func:`converted_values`), a compiler's own decision on the graph it compiled."""
-    inputs = [x.clone().requires_grad_(training)]
-    if getattr(backend, "optimize_layout", None) is None \
-            and getattr(backend, "layout_compiler", None) is not None:
-        compiled, decisions = layout_compile(backend, module, x.device.type)
-        with torch.set_grad_enabled(training):
-            compiled(*inputs)
-        return any(decisions)
-    gm = fx.symbolic_trace(module)
-    with torch.set_grad_enabled(training):
-        out = component(backend, "optimize_layout")(gm, inputs)
-    return bool(converted_values(out, [x]))
