@@ -37,6 +37,7 @@ One compatibility shim, not a swap: test modules of older releases import ``HAS_
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -137,6 +138,10 @@ def main(argv: list[str]) -> int:
         print(__doc__.split("\n\n")[0], file=sys.stderr)
         print("upstream_tests.py: DIR must hold upstream test modules (test_*.py), or be one",
               file=sys.stderr)
+        return 2
+    if importlib.util.find_spec("expecttest") is None:  # torch.testing._internal needs it
+        print("upstream_tests.py: PyTorch's test modules need expecttest: "
+              "pip install expecttest (refimpl's test extra has it)", file=sys.stderr)
         return 2
     rest = argv[1:]
     xml_dir = None

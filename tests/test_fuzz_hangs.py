@@ -121,12 +121,17 @@ def test_a_failure_found_while_shrinking_survives_an_interrupt(tmp_path: Path):
 
 
 def test_a_campaign_that_ran_nothing_is_incomplete_not_passed(tmp_path: Path):
-    """--minutes too short for any property to complete a round: not exit 0."""
+    """--minutes too short for any property to complete a round: not exit 0, and nothing in
+    the report passed. On a loaded machine the worker may not even have collected the
+    property in 3 s; its row is then the component's worker, "not run" with that reason
+    (refimpl.fuzz.worker.collect_results), never a missing or passing row."""
     props = write_suite(tmp_path / "props", "test_cse_slow.py", SLOW_FOREVER)
     done = _run("fuzz", "--component", "cse", "--properties", str(props), "--out",
                 str(tmp_path / "o"), "--minutes", "0.05", cwd=tmp_path)
     assert done.returncode == INCOMPLETE, done.stdout + done.stderr
-    assert report_of(tmp_path / "o")["test_slow"]["outcome"] in ("interrupted", "not run")
+    rows = report_of(tmp_path / "o")
+    assert set(rows) in ({"test_slow"}, {"cse (worker)"}), rows
+    assert all(r["outcome"] in ("interrupted", "not run") for r in rows.values()), rows
 
 
 def test_a_timeout_beyond_the_os_timer_is_a_usage_error(tmp_path: Path):

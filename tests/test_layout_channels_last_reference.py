@@ -70,7 +70,7 @@ def test_converted_values_are_channels_last_eagers_bit_for_bit(spec):
 @pytest.mark.parametrize("spec", [ROUNDING, KINK], ids=["rounding", "kink"])
 def test_the_property_passes_on_the_shrunk_examples(spec):
     prop = _properties().test_training_outputs_and_gradients_match_eager
-    prop.hypothesis.inner_test(load_backend("refimpl"), Precision(), spec)
+    prop.hypothesis.inner_test(load_backend("refimpl"), Precision(), spec, "cpu")
 
 
 def _relu_inputs(module, x):
@@ -113,7 +113,7 @@ def test_a_view_tail_gets_a_channels_last_reference_made_contiguous_before_the_v
     assert any(seen), "the pass did not convert: the case no longer tests anything"
     assert all(torch.equal(a, c) for a, c in zip(actual, channels_last))
     _properties().test_training_outputs_and_gradients_match_eager.hypothesis.inner_test(
-        load_backend("refimpl"), Precision(), VIEW_TAIL)
+        load_backend("refimpl"), Precision(), VIEW_TAIL, "cpu")
 
 
 STACKED_NORMS = ConvNetSpec(batch=2, in_channels=3, size=4, layers=(
@@ -134,4 +134,4 @@ def test_a_value_zero_by_construction_may_be_as_noisy_as_eagers():
              if r.abs().max() < 1e-9 and e.abs().max() > 0.1]
     assert noisy, "eager is no longer noisy here: the case tests nothing"
     _properties().test_training_outputs_and_gradients_match_eager.hypothesis.inner_test(
-        load_backend("refimpl"), Precision(), STACKED_NORMS)
+        load_backend("refimpl"), Precision(), STACKED_NORMS, "cpu")
