@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from refimpl.fuzz.examples import describe_call, rebuilds_exactly, same_value
+from refimpl.testing import precision
 
 
 @dataclass(frozen=True)
@@ -44,3 +45,14 @@ def test_a_printed_call_rebuilds_a_dataclass_exactly_and_not_a_cut_tensor():
     assert not rebuilds_exactly(describe_call("prop", long), long, module)
     module_arg = {"m": nn.Linear(2, 2)}  # evaluates, to other weights
     assert not rebuilds_exactly(describe_call("prop", module_arg), module_arg, module)
+
+
+def test_the_precision_fixture_prints_as_code_a_reproducer_can_evaluate():
+    """The layout properties take ``refimpl_precision``; its value prints as
+    ``Precision(tf32=False)``, which the replay's namespace resolves even where the property
+    module does not import it, so a layout example stays code only (no pickle)."""
+    namespace = sys.modules[__name__]
+    assert "Precision" not in vars(namespace)
+    for value in (precision.Precision(), precision.Precision(tf32=True)):
+        arguments = {"refimpl_precision": value, "device": "cpu"}
+        assert rebuilds_exactly(describe_call("prop", arguments), arguments, namespace)
