@@ -15,6 +15,7 @@ from hypothesis import reject
 from torch import fx
 
 from refimpl.oracle import component
+from refimpl.oracle.backend import provided_by
 from refimpl.testing.layout import compile_with, converted_values
 
 __all__ = ["layout_compile", "layout_converts"]
@@ -27,8 +28,7 @@ def layout_compile(backend, module, device: str):
     for a compiler (``layout_compiler``: inductor) its own decision. ``any(list)`` is the
     reach. A compiler that optimises layouts only on other devices (the compiler's
     ``layout_devices``) rejects the example: it would prove nothing here. Dynamo is reset first."""
-    if getattr(backend, "optimize_layout", None) is not None \
-            or getattr(backend, "layout_compiler", None) is None:
+    if provided_by(backend, "layout") != "layout_compiler":
         return compile_with(component(backend, "optimize_layout"), module)
     compiler = component(backend, "layout_compiler")()
     if device not in getattr(compiler, "layout_devices", (device,)):
@@ -42,8 +42,7 @@ def layout_converts(backend, module, x: torch.Tensor, training: bool) -> bool:
     (both on one device), in training or inference: an FX pass's result read off the graph it
     returns (:func:`converted_values`), a compiler's own decision on the graph it compiled."""
     inputs = [x.clone().requires_grad_(training)]
-    if getattr(backend, "optimize_layout", None) is None \
-            and getattr(backend, "layout_compiler", None) is not None:
+    if provided_by(backend, "layout") == "layout_compiler":
         compiled, decisions = layout_compile(backend, module, x.device.type)
         with torch.set_grad_enabled(training):
             compiled(*inputs)
