@@ -27,7 +27,9 @@ class Box:  # a property module's own dataclass: the reproducer must rebuild it
     x: int
 
 
-@given(box=st.builds(Box, x=st.integers()), ys=st.lists(st.integers()))
+# x is drawn from 100 up, so every example fails: a property that fails only on x >= 100 drawn
+# from all integers is missed by 3 random examples one time in three (dev profile).
+@given(box=st.builds(Box, x=st.integers(min_value=100)), ys=st.lists(st.integers()))
 def test_small(refimpl_backend, box, ys):
     assert box.x < 100, f"expected x < 100, observed {box.x}"
 
