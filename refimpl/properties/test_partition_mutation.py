@@ -7,10 +7,16 @@ expectation is eager execution: the compiled function's output, the gradient of 
 in the backward from the graph's input reads ``w`` after AOTAutograd has copied the new
 value in: a wrong gradient, or autograd's "modified by an inplace operation" error.
 
+The second property calls one compiled function on several batch sizes, as
+:mod:`refimpl.properties.test_partition_shapes` does: past the first size mismatch the graph is
+compiled with dynamic shapes, so the partitioner meets the mutated input beside symbolic sizes.
+
 Reach: the budget is below 1, so the partitioner weighs recomputing ``h`` against saving it.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 from hypothesis import given
@@ -22,6 +28,7 @@ from refimpl.testing.partition_expect import assert_same_results, close
 from refimpl.testing.reach import reach
 
 BUDGETS = st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])
+SIZES = st.lists(st.integers(2, 16), min_size=3, max_size=4, unique=True)  # 0, 1: specialised
 
 
 def run_once(fn, spec: MutationSpec) -> tuple[torch.Tensor, list, torch.Tensor]:
@@ -43,3 +50,21 @@ def test_partition_input_mutation_as_eager(refimpl_backend, spec, budget):
     assert_same_results(out, grads, eager_out, eager_grads, why, "eager")
     assert close(w, eager_w), (f"{why}\nw after the call: expected eager's\n{eager_w}\n"
                                f"observed\n{w}")
+
+
+@given(spec=mutation_programs(), sizes=SIZES, budget=BUDGETS)
+def test_partition_input_mutation_at_many_shapes(refimpl_backend, spec, sizes, budget):
+    compile_fn = component(refimpl_backend, "compile")
+    reach(budget < 1)
+    fn = spec.make()
+    torch._dynamo.reset()  # programs share one code object: no cache, no recompile limit
+    compiled = compile_fn(fn, memory_budget=budget)
+    for call, n in enumerate(sizes):
+        sized = replace(spec, n=n)
+        why = (f"program:\n{sized}\nbudget={budget!r}, backend={refimpl_backend.name}, "
+               f"call {call + 1} of sizes {sizes}")
+        eager_out, eager_grads, eager_w = run_once(fn, sized)
+        out, grads, w = run_once(compiled, sized)
+        assert_same_results(out, grads, eager_out, eager_grads, why, "eager")
+        assert close(w, eager_w), (f"{why}\nw after the call: expected eager's\n{eager_w}\n"
+                                   f"observed\n{w}")
