@@ -12,11 +12,17 @@ Every expectation is independent of the checkpoint under test: the unwrapped mod
   inputs of the outermost checkpointed calls, plus kept op outputs for a selective policy).
 * After an exception injected into a forward or a recomputation, no saved-tensor hooks are
   left behind and the next step is correct again.
+* Buffers (a batchnorm's running statistics) after a training step are torch's composable
+  checkpoint's: a batchnorm's forward updates them once per run, and a checkpointed call runs
+  its forward again when recomputed, up to its last saved tensor (torch's early stop)
+  (:func:`refimpl.testing.checkpoint.expected_buffers`; docs/design.md, "Buffers"). Stacks
+  come from ``stacks_with_buffers()``.
 * A recomputation that saves tensors of other shapes than the forward (its input doubled in
   the backward) raises ``torch.utils.checkpoint.CheckpointError`` (or a subclass), where the
   backend promises a determinism check.
 
-Reach (each example): the prediction says the checkpoint strictly drops bytes.
+Reach (each example): the prediction says the checkpoint strictly drops bytes; for the
+buffer property, a batchnorm's forward is re-run by a recomputation.
 """
 
 from __future__ import annotations
@@ -31,13 +37,20 @@ from hypothesis import strategies as st
 from torch.utils._pytree import tree_map
 
 from refimpl.oracle import component
-from refimpl.strategies.modules import ModuleStack, MultiInput, candidate_paths, module_stacks
+from refimpl.strategies.modules import (
+    ModuleStack,
+    MultiInput,
+    candidate_paths,
+    module_stacks,
+    stacks_with_buffers,
+)
 from refimpl.testing.checkpoint import (
     COMPOSABLE,
     CheckpointPromise,
     Prediction,
     assert_same_step,
     assert_saved_as_predicted,
+    expected_buffers,
     in_backward,
     loss,
     predict_saved,
@@ -113,6 +126,28 @@ def test_saved_bytes_as_promised(refimpl_backend, stack: ModuleStack) -> None:
     got = run_step(wrapped(stack, apply).model, x)
     assert_saved_as_predicted(got.saved, prediction, promise,
                               f"{refimpl_backend.name} checkpoint on {stack.checkpointed}")
+
+
+@given(stack=stacks_with_buffers())
+def test_buffers_as_the_composable_checkpoint(refimpl_backend, stack: ModuleStack) -> None:
+    """After one training step, every batchnorm's running statistics and batch count are
+    what torch's composable checkpoint leaves: updated once per forward run, recomputations
+    included; gradients still equal the unwrapped model's."""
+    apply, _, _ = _setup(refimpl_backend, stack)
+    x = stack.example_input()
+    expected, runs = expected_buffers(stack, x)
+    reach(any(n > 1 for n in runs.values()))
+    target = wrapped(stack, apply)
+    got = run_step(target.model, x)
+    what = f"{refimpl_backend.name} checkpoint on {stack.checkpointed}"
+    assert_same_step(run_step(stack.build(), x), got, what, stack)
+    for name, want in expected.items():
+        path, buffer = name.rsplit(".", 1)
+        have = getattr(target.originals[path], buffer)
+        assert torch.allclose(have.float(), want.float(), rtol=1e-5, atol=1e-6), (
+            f"{what}: {name} after the step is {have}, expected {want} (the batchnorm's "
+            f"forward runs {runs[path]} times: the step's and each recomputation's that "
+            "reaches it)")
 
 
 class Injected(RuntimeError):

@@ -14,9 +14,14 @@ Layer kinds (every one maps ``(B, C, L)`` to ``(B, C, L)``):
 | relu/gelu | the activation |
 | dropout   | ``nn.Dropout(p)`` |
 | layernorm | ``nn.LayerNorm(L)`` |
+| batchnorm | ``nn.BatchNorm1d(C)``: buffers (running statistics) the forward updates |
+| frozen    | ``nn.Linear(L, L)`` whose parameters do not require grad |
 | fork      | ``Sequential(MultiOutput, MultiInput)``: two outputs feeding a tuple input |
 | group     | a nested ``Sequential`` of 1-3 layers (nested checkpoints) |
 | shared    | the module object of an earlier top-level linear layer, used again |
+
+``stacks_with_buffers()`` draws a stack and appends a checkpointed group that holds a batchnorm,
+so every example has buffers a recomputation updates.
 
 Invariant: every path in ``checkpointed`` names a distinct module object of the built stack
 (a shared module is named once, by its first path), so checkpointing them all is valid.
@@ -24,16 +29,17 @@ Invariant: every path in ``checkpointed`` names a distinct module object of the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from hypothesis import strategies as st
 from torch import nn
 
-__all__ = ["KINDS", "Layer", "ModuleStack", "module_stacks"]
+__all__ = ["KINDS", "Layer", "ModuleStack", "module_stacks", "stacks_with_buffers"]
 
-KINDS = ("linear", "conv", "relu", "gelu", "dropout", "layernorm", "fork", "group", "shared")
-_LEAF_KINDS = ("linear", "conv", "relu", "gelu", "dropout", "layernorm", "fork")
+_LEAF_KINDS = ("linear", "conv", "relu", "gelu", "dropout", "layernorm", "batchnorm", "frozen",
+               "fork")
+KINDS = (*_LEAF_KINDS, "group", "shared")
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,8 @@ class ModuleStack:
             "relu": nn.ReLU, "gelu": nn.GELU,
             "dropout": lambda: nn.Dropout(layer.arg / 10),
             "layernorm": lambda: nn.LayerNorm(n),
+            "batchnorm": lambda: nn.BatchNorm1d(c),
+            "frozen": lambda: nn.Linear(n, n).requires_grad_(False),
             "fork": lambda: nn.Sequential(MultiOutput(n), MultiInput(n)),
         }
         return factories[layer.kind]()
@@ -177,3 +185,15 @@ def module_stacks(draw: st.DrawFn, max_layers: int = 5, max_checkpointed: int = 
     return ModuleStack(batch=draw(st.integers(1, 3)), channels=draw(st.integers(1, 3)),
                        length=draw(st.integers(2, 6)), layers=layers,
                        checkpointed=tuple(sorted(chosen)), seed=draw(st.integers(0, 2**16)))
+
+
+@st.composite
+def stacks_with_buffers(draw: st.DrawFn, max_layers: int = 4) -> ModuleStack:
+    """A :func:`module_stacks` stack with one more top-level layer: a checkpointed group whose
+    first layer is a batchnorm (then one more leaf), so a recomputation re-runs a forward that
+    updates buffers."""
+    stack = draw(module_stacks(max_layers=max_layers))
+    group = Layer("group", 0, (Layer("batchnorm"), draw(_leaf())))
+    path = str(len(stack.layers))
+    return replace(stack, layers=(*stack.layers, group),
+                   checkpointed=tuple(sorted({*stack.checkpointed, path})))

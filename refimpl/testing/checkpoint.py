@@ -41,8 +41,8 @@ from refimpl.memory import measure_held
 from refimpl.strategies.modules import ModuleStack, candidate_paths
 
 __all__ = ["COMPOSABLE", "Call", "CheckpointPromise", "Prediction", "Step", "Wrapped",
-           "assert_same_step", "assert_saved_as_predicted", "in_backward", "loss",
-           "predict_saved", "run_step", "wrap_forward", "wrapped"]
+           "assert_same_step", "assert_saved_as_predicted", "expected_buffers",
+           "in_backward", "loss", "predict_saved", "run_step", "wrap_forward", "wrapped"]
 
 Storages = dict[int, torch.UntypedStorage]  # id(storage) -> storage, held alive
 
@@ -297,3 +297,78 @@ def assert_same_step(ref: Step, got: Step, what: str, stack: ModuleStack) -> Non
             f"{what}: gradient of {name} differs: expected {want}, got {have}"
     assert torch.equal(ref.input_grad, got.input_grad), \
         f"{what}: input gradient differs: expected {ref.input_grad}, got {got.input_grad}"
+
+
+
+def _runs_per_norm(stack: ModuleStack, model: nn.Module, x: torch.Tensor,
+                   seen: dict[str, torch.Tensor]) -> dict[str, int]:
+    """:func:`expected_buffers`'s count, from one unwrapped step with hooks (``seen`` gets each
+    batchnorm's input). An event counter ticks at every batchnorm's entry and every saved
+    tensor; each save is filed under the innermost open checkpointed call, and a nested
+    checkpointed call's entry counts as a save of the call around it (its inputs)."""
+    paths = {id(model.get_submodule(p)): p for p in stack.checkpointed}
+    norms = {p: m for p, m in model.named_modules() if isinstance(m, nn.BatchNorm1d)}
+    clock, open_calls = [0], []
+    last_save: dict[str, int] = {}
+    entered: dict[str, int] = {}
+
+    def tick() -> int:
+        clock[0] += 1
+        return clock[0]
+
+    def enter(module, args) -> None:
+        if open_calls:
+            last_save[open_calls[-1]] = tick()
+        open_calls.append(paths[id(module)])
+
+    def leave(module, args, output) -> None:  # returns None: the output stays as it is
+        open_calls.pop()
+
+    def pack(tensor):
+        if open_calls:
+            last_save[open_calls[-1]] = tick()
+        return tensor
+
+    def norm_entry(path: str, args) -> None:
+        entered[path] = tick()
+        seen[path] = args[0].detach().clone()
+
+    hooks = [model.get_submodule(p).register_forward_pre_hook(enter) for p in stack.checkpointed]
+    hooks += [model.get_submodule(p).register_forward_hook(leave) for p in stack.checkpointed]
+    hooks += [m.register_forward_pre_hook(lambda _m, args, p=p: norm_entry(p, args))
+              for p, m in norms.items()]
+    torch.manual_seed(7)  # run_step's seed: the same dropout masks
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss(model, x.detach().clone().requires_grad_()).backward()
+    for hook in hooks:
+        hook.remove()
+    return {path: 1 + sum(1 for c in stack.checkpointed
+                          if (c == "" or path == c or path.startswith(c + "."))
+                          and last_save.get(c, 0) > entered[path])
+            for path in norms}
+
+
+def expected_buffers(stack: ModuleStack, x: torch.Tensor
+                     ) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
+    """Every batchnorm's buffers (``"path.running_mean"`` ...) after one training step of the
+    checkpointed stack as torch's composable checkpoint leaves them, and how many times each
+    batchnorm's forward ran, derived without a checkpoint.
+
+    Algorithm: a batchnorm updates its buffers once per forward run. The step runs it once,
+    and each checkpointed call around it (the root ``""`` is around every path) runs it once
+    more when recomputed, unless that recomputation stops before it: a recomputation stops
+    early, once the call's last saved tensor is recomputed (torch's default early stop;
+    measured on 2.10 to 2.14). :func:`_runs_per_norm` finds each call's last save in an
+    unwrapped step; then each batchnorm's forward runs again on the input it saw (a
+    recomputation sees the forward's input: the RNG state is restored for it)."""
+    model = stack.build()
+    seen: dict[str, torch.Tensor] = {}
+    runs = _runs_per_norm(stack, model, x, seen)
+    norms = {p: m for p, m in model.named_modules() if isinstance(m, nn.BatchNorm1d)}
+    with torch.no_grad():
+        for path, norm in norms.items():
+            for _ in range(runs[path] - 1):
+                norm(seen[path])
+    buffers = {f"{path}.{name}": buf.clone() for path, norm in norms.items()
+               for name, buf in norm.named_buffers()}
+    return buffers, runs
