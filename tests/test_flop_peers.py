@@ -18,11 +18,11 @@ import torch
 from hypothesis import given
 from torch import nn
 
+from refimpl.expect.model_derivation import FAMILIES, derive
 from refimpl.oracle import MissingExtra, load_backend
 from refimpl.oracle.registry import BUILTIN_TARGETS
 from refimpl.oracle.targets.flop_peers import REFERENCE, FlopConventions
 from refimpl.strategies.flop_models import FLOP_MODEL_FAMILIES, SdpaBlock, flop_models
-from refimpl.testing.model_derivation import FAMILIES, derive
 from tests.finding import find_example
 
 PEERS = {"fvcore": "fvcore", "ptflops": "ptflops", "ptflops-aten": "ptflops", "thop": "thop",

@@ -166,7 +166,7 @@ def test_free_is_declared_not_a_default():
 def test_training_step_with_flash_attention_for_cpu_matches_the_derivation():
     """On CPU with autograd the layers run SDPA's flash-for-CPU kernel, whose backward
     recomputes the scores: the derivation's attention_backward_recomputes convention."""
-    from refimpl.testing.flop_derivations import Conventions, FlopDerivation, assert_flops_match
+    from refimpl.expect.flop_derivations import Conventions, FlopDerivation, assert_flops_match
 
     torch.manual_seed(0)
     model = nn.TransformerEncoder(nn.TransformerEncoderLayer(E, H, F, 0.0, batch_first=True), 2,

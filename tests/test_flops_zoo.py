@@ -1,5 +1,5 @@
 """torchvision's zoo, counted by refimpl's FlopCounterMode against an independent per-module
-derivation (refimpl.testing.flop_derivations: forward hooks, first-principles formulas, not
+derivation (refimpl.expect.flop_derivations: forward hooks, first-principles formulas, not
 refimpl's table): forward, backward, and the forward under inference_mode (fused attention).
 
 Models live on the meta device (no weights initialised, no arithmetic run), so all seven take
@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import refimpl
-from refimpl.testing.flop_derivations import FlopDerivation
-from refimpl.testing.flop_derivations import assert_flops_match as assert_counts
+from refimpl.expect.flop_derivations import FlopDerivation
+from refimpl.expect.flop_derivations import assert_flops_match as assert_counts
 
 tvm = pytest.importorskip("torchvision.models", reason="torchvision is not installed")
 

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from refimpl.fuzz.options import COMPONENTS, DEFAULT_TIMEOUT, ENGINES, FuzzOptions
-from refimpl.testing.profiles import PROFILES
+from refimpl.fuzz.profiles import PROFILES
 
 HELP = "run the target properties against a backend; write reproducers for what fails"
 

@@ -55,7 +55,7 @@ class _Status:
         self.properties: dict[str, dict[str, Any]] = {}
 
     def observe(self, observation) -> None:
-        from refimpl.testing.reach import REACH_EVENT, REACHED
+        from refimpl.properties.reach import REACH_EVENT, REACHED
 
         if getattr(observation, "type", None) != "test_case" or observation.status == "gave_up":
             return

@@ -57,10 +57,10 @@ class _Names(dict):
     def __missing__(self, name: str):
         import torch
 
+        import refimpl.expect.precision
         import refimpl.strategies
-        import refimpl.testing.precision
 
-        for source in (refimpl.strategies, refimpl.testing.precision, torch, math):
+        for source in (refimpl.strategies, refimpl.expect.precision, torch, math):
             try:
                 return getattr(source, name)
             except AttributeError:

@@ -2,7 +2,7 @@
 
 Every expectation is independent of the checkpoint under test: the unwrapped model run eagerly
 (gradients, RNG stream, autocast), and the hand prediction of
-:func:`refimpl.testing.checkpoint.predict_saved` read with the meter (saved bytes).
+:func:`refimpl.expect.checkpoint.predict_saved` read with the meter (saved bytes).
 
 * Gradients of parameters and input equal the unwrapped model's bit for bit (CPU), and the
   caller's RNG stream after the step is the unwrapped run's.
@@ -30,9 +30,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from torch.utils._pytree import tree_map
 
-from refimpl.oracle import component
-from refimpl.strategies.modules import ModuleStack, MultiInput, candidate_paths, module_stacks
-from refimpl.testing.checkpoint import (
+from refimpl.expect.checkpoint import (
     COMPOSABLE,
     CheckpointPromise,
     Prediction,
@@ -45,7 +43,9 @@ from refimpl.testing.checkpoint import (
     wrap_forward,
     wrapped,
 )
-from refimpl.testing.reach import note, reach
+from refimpl.oracle import component
+from refimpl.properties.reach import note, reach
+from refimpl.strategies.modules import ModuleStack, MultiInput, candidate_paths, module_stacks
 
 
 def promise_of(backend) -> CheckpointPromise:

@@ -1,6 +1,6 @@
 """Expectations for the partition properties, derived without refimpl's partitioner.
 
-Sources: the brute-force Pareto frontier of :mod:`refimpl.testing.partition_brute` (the
+Sources: the brute-force Pareto frontier of :mod:`refimpl.expect.partition_brute` (the
 fewest bytes any valid plan saves; the FLOPs the best plan within a bound recomputes), the
 no-recompute bytes (every storage the backward reads, kept: no sane plan at any budget saves
 more), the meter (:func:`refimpl.measure_saved`) for what a compiled function really keeps,
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from refimpl.testing.partition_brute import Outcome, ReferenceRun
+from refimpl.expect.partition_brute import Outcome, ReferenceRun
 
 SLACK = 1e-9
 

@@ -61,7 +61,7 @@ def zero_by_construction(fp64: list[Any], rel: float = 1e-9) -> list[bool]:
 
 
 #: How much noisier than eager's own a value zero by construction may come out: dynamo's
-#: accuracy rule allows a compiled result 3x eager's error (refimpl.testing.same).
+#: accuracy rule allows a compiled result 3x eager's error (refimpl.expect.same).
 NOISE_MULTIPLIER = 3.0
 
 
