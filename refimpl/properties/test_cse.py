@@ -18,7 +18,7 @@ from __future__ import annotations
 from hypothesis import given
 from torch import fx
 
-from refimpl.cse.soundness import bitwise_equal, naive_duplicates, unsound_reasons
+from refimpl.expect.cse_soundness import bitwise_equal, naive_duplicates, unsound_reasons
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
 from refimpl.strategies import FAMILIES, GraphOptions, never_merged_names, op_graphs

@@ -22,7 +22,7 @@ from __future__ import annotations
 from hypothesis import given
 from torch import fx
 
-from refimpl.cse.soundness import naive_duplicates
+from refimpl.expect.cse_soundness import naive_duplicates
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
 from refimpl.strategies import GraphOptions, never_merged_names, op_graphs
