@@ -49,9 +49,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from refimpl.partition.cut import needed_by_backward
+from refimpl.partition.cut import Cut, cut_of, needed_by_backward
 from refimpl.partition.errors import InfeasibleBudget, PartitionError, SolverTimeLimit
 from refimpl.partition.graph import JointGraph
+from refimpl.partition.mincut import save_set
+from refimpl.partition.options import PartitionOptions
+from refimpl.partition.problem import Problem
 
 
 @dataclass
@@ -98,14 +101,19 @@ def build(graph: JointGraph, banned: set[str], unsavable: set[str]) -> Programme
         r_upper=[0 if v.name in banned else 1 for v in nodes])
 
 
-def solve(graph: JointGraph, bound: int, banned: set[str], unsavable: set[str],
-          time_limit: float) -> set[str]:
-    """The saved set of an optimal plan within ``bound`` bytes (least bytes among optima).
+def solve(problem: Problem, options: PartitionOptions) -> Cut:
+    """An optimal plan within ``problem.bound`` bytes (least bytes among optima).
 
     Raises :class:`InfeasibleBudget` when no plan fits and :class:`SolverTimeLimit` when
-    HiGHS does not prove the optimum within ``time_limit`` seconds."""
-    from refimpl.partition.mincut import save_set
+    HiGHS does not prove the optimum within ``options.solver_time_limit`` seconds."""
+    graph, banned, unsavable = problem.graph, problem.bans.hard, problem.bans.unsavable
+    return cut_of(graph, optimal_saves(graph, problem.bound, banned, unsavable,
+                                       options.solver_time_limit))
 
+
+def optimal_saves(graph: JointGraph, bound: int, banned: set[str], unsavable: set[str],
+                  time_limit: float) -> set[str]:
+    """The saved set of :func:`solve`'s plan (the two MILPs of the module docstring)."""
     problem = build(graph, banned, unsavable)
     n = len(problem.names)
     if n == 0:
