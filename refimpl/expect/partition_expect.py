@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from refimpl.expect.partition_brute import Outcome, ReferenceRun
+from refimpl.memory import measure_saved
 
 SLACK = 1e-9
 
@@ -112,7 +113,6 @@ def assert_same_results(output, grads, ref_output, ref_grads, why: str,
 def measured(compiled, spec) -> tuple[int, torch.Tensor, list]:
     """(saved bytes by the meter, output, input gradients) of one run of ``compiled`` on
     ``spec``'s inputs, seeded (``manual_seed(0)``) so random draws repeat across runs."""
-    from refimpl.memory import measure_saved
 
     inputs = spec.inputs(0)
     torch.manual_seed(0)

@@ -49,10 +49,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_matrix
+
 from refimpl.partition.cut import Cut, cut_of, needed_by_backward
 from refimpl.partition.errors import InfeasibleBudget, PartitionError, SolverTimeLimit
 from refimpl.partition.graph import JointGraph
-from refimpl.partition.mincut import save_set
+from refimpl.partition.mincut import save_set, saves_itself
 from refimpl.partition.options import PartitionOptions
 from refimpl.partition.problem import Problem
 
@@ -74,7 +78,6 @@ class Programme:
 
 def build(graph: JointGraph, banned: set[str], unsavable: set[str]) -> Programme:
     """The rows of the module docstring for ``graph``."""
-    from refimpl.partition.mincut import saves_itself
 
     needed = needed_by_backward(graph)
     nodes = [n for n in graph.forward_side() if n.name in needed and n.role == "forward"]
@@ -133,9 +136,6 @@ def _milp(problem: Programme, objective: list[float], caps: list[tuple[list[floa
           time_limit: float) -> list[float]:
     """One HiGHS solve: minimise ``objective`` over the rows, with each ``(row, cap)`` of
     ``caps`` as ``row · x <= cap``; the solution vector."""
-    import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import coo_matrix
 
     n = len(problem.names)
     data, ri, ci = [], [], []

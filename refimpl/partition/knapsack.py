@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+
 from refimpl.partition import candidates
 from refimpl.partition.cut import Cut, cut_of
 from refimpl.partition.mincut import save_set
@@ -58,8 +61,6 @@ def dp(memories: list[int], runtimes: list[float], capacity: int) -> list[int]:
 
 def ilp(memories: list[int], runtimes: list[float], capacity: int) -> list[int]:
     """Exact mixed-integer programme (scipy HiGHS), best runtime then least memory."""
-    import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
 
     _check(memories, runtimes, capacity)
     n = len(memories)

@@ -95,6 +95,7 @@ class CheckpointWrapper(_CheckpointTarget):
     name = "checkpoint-wrapper"
 
     def checkpoint(self, module: nn.Module) -> nn.Module:
+        # torch.distributed is absent from some torch builds: imported only when asked for
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
         return checkpoint_wrapper(module)
