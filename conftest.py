@@ -1,6 +1,6 @@
 """refimpl's own suite uses the same pytest plugin it ships to users.
 
-The plugin (``refimpl.testing.pytest_plugin``) is registered through the ``pytest11`` entry
+The plugin (``refimpl.fuzz.pytest_plugin``) is registered through the ``pytest11`` entry
 point when refimpl is installed; loading it here too keeps a plain source checkout working.
 
 The suite runs under pytest-xdist (``pytest -n 2``), whose workers must collect the same test
@@ -26,11 +26,11 @@ HARNESS_FILES = ("test_fuzz*.py", "test_cli_*.py", "test_gpu_scripts.py", "test_
 
 
 def _plugin_is_installed() -> bool:
-    return any(ep.value.startswith("refimpl.testing.pytest_plugin")
+    return any(ep.value.startswith("refimpl.fuzz.pytest_plugin")
                for ep in importlib.metadata.entry_points(group="pytest11"))
 
 
-pytest_plugins = [] if _plugin_is_installed() else ["refimpl.testing.pytest_plugin"]
+pytest_plugins = [] if _plugin_is_installed() else ["refimpl.fuzz.pytest_plugin"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

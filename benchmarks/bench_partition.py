@@ -32,6 +32,7 @@ from refimpl.partition import exact, fx_edge, partitioner
 from refimpl.partition.cost import flops_runtime
 from refimpl.partition.fx_edge import joint_graph_from_fx
 from refimpl.partition.partitioner import choose
+from refimpl.partition.problem import Problem
 
 ROUNDS = 3
 BUDGETS = [0.1, 0.5, 0.9]
@@ -106,7 +107,7 @@ def stages(joint, budget) -> dict[str, float]:
     clock["bans_min_max_cuts"] = time.perf_counter() - start
     start = time.perf_counter()
     bound = partitioner.budget_bound(bans.low.bytes, bans.high.bytes, budget)
-    exact.solve(graph, bound, bans.hard, bans.unsavable, options.solver_time_limit)
+    exact.solve(Problem(graph, bans, bound), options)
     clock["exact_solver"] = time.perf_counter() - start
     plan = choose(graph, options)
     start = time.perf_counter()

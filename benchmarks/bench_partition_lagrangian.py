@@ -26,8 +26,9 @@ import pytest
 import refimpl
 from benchmarks.bench_partition import BUDGETS, issue_joint, resnet_joint, transformer_joint
 from refimpl.partition import exact, fx_edge, lagrangian, partitioner
-from refimpl.partition.cut import cut_of
 from refimpl.partition.mincut import save_set
+from refimpl.partition.options import PartitionOptions
+from refimpl.partition.problem import Problem
 
 ROUNDS = 3
 TIME_LIMIT = 600.0
@@ -81,14 +82,13 @@ def measure(name: str, joint, budget: float) -> Row:
     bans = partitioner.bans_and_bounds(graph)
     bound = partitioner.budget_bound(bans.low.bytes, bans.high.bytes, budget)
     hard, unsavable = bans.hard, bans.unsavable
-    exact_s, saved = median_seconds(lambda: exact.solve(graph, bound, hard, unsavable,
-                                                        TIME_LIMIT))
+    exact_s, best = median_seconds(lambda: exact.solve(
+        Problem(graph, bans, bound), PartitionOptions(solver_time_limit=TIME_LIMIT)))
     lagrangian_s, result = median_seconds(lambda: lagrangian.parametric_plan(
         graph, bound, hard, unsavable))
     start = time.perf_counter()
     save_set(graph, hard, unsavable)
     one_cut = time.perf_counter() - start
-    best = cut_of(graph, saved)
     assert result.cut.bytes <= bound and best.bytes <= bound
     assert result.lower_bound <= best.cost * (1 + 1e-9) + 1e-9
     assert best.cost <= result.cut.cost * (1 + 1e-9) + 1e-9

@@ -11,7 +11,7 @@ a ConvTranspose2d decoder with groups and output_padding, an LSTM+GRU model, an 
 and GPT-2, BERT and a grouped-query Llama of two layers built from transformers' config
 classes (random weights, nothing downloaded, 64 tokens). All in eval mode.
 
-Each cell is checked against :func:`refimpl.testing.model_derivation.derive`, an independent
+Each cell is checked against :func:`refimpl.expect.flops.derive`, an independent
 hand derivation, adjusted by the counter's stated conventions
 (:class:`refimpl.oracle.targets.flop_peers.FlopConventions`):
 ``ok`` equal; ``WRONG`` differs beyond the stated conventions; ``>=`` the counter also counts
@@ -33,10 +33,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from refimpl.expect.flops import Derivation, derive
 from refimpl.oracle import MissingExtra, load_backend
 from refimpl.oracle.targets.flop_peers import REFERENCE, conventions_of
 from refimpl.strategies.flop_models import SdpaBlock
-from refimpl.testing.model_derivation import Derivation, derive
 
 COUNTERS = ("refimpl", "torch", "fvcore", "ptflops", "ptflops-aten", "thop", "calflops",
             "deepspeed", "torchprofile")

@@ -36,7 +36,7 @@ _EXPORTS: dict[str, str] = {
     "CheckpointOptions": "refimpl.checkpointing:CheckpointOptions",
     # layout pass and accuracy rule
     "optimize_layout": "refimpl.layout:optimize_layout",
-    "same": "refimpl.testing.same:same",
+    "same": "refimpl.expect.same:same",
 }
 
 __all__ = sorted(_EXPORTS)

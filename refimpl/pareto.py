@@ -27,8 +27,12 @@ import sys
 from pathlib import Path
 
 import torch
+import torch._functorch.config as fconfig
 
+from refimpl.models import MODELS
 from refimpl.outputs import file_problem
+from refimpl.partition.cut import recompute_cost, saved_bytes
+from refimpl.partition.options import PartitionOptions
 
 HELP = "memory vs recompute over budgets 0..1: optimum, torch's plan, knapsack (PNG, CSV, JSON)"
 
@@ -60,7 +64,6 @@ def summary_program(x, w1, w2, w3):
 
 def example(name: str):
     """(function, example inputs) for a model name or program name."""
-    from refimpl.models import MODELS
 
     torch.manual_seed(0)
     if name == "summary":
@@ -72,6 +75,7 @@ def example(name: str):
 def capture_joint(fn, inputs) -> tuple[torch.fx.GraphModule, int]:
     """The joint graph (a copy) that ``refimpl.compile`` would partition, and its number of
     forward outputs."""
+    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.partitioners import default_partition
     from torch._inductor.compile_fx import select_decomp_table
@@ -94,10 +98,9 @@ def torch_plan_cost(gm, num_fwd: int, graph, budget: float) -> tuple[int, float]
     """(bytes, recompute FLOPs) of torch's partitioner at ``budget``, read from the graphs
     it returns: the bytes of what its forward hands the backward (each storage once, by
     ``graph``'s model), the runtime of the forward nodes its backward graph computes."""
-    import torch._functorch.config as fconfig
+    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-    from refimpl.partition.cut import recompute_cost, saved_bytes
 
     with fconfig.patch(activation_memory_budget=budget):
         fw, bw = min_cut_rematerialization_partition(copy.deepcopy(gm), None,
@@ -112,9 +115,10 @@ def torch_plan_cost(gm, num_fwd: int, graph, budget: float) -> tuple[int, float]
 
 def curves(name: str, budgets: list[float], compare: bool) -> list[list]:
     """Rows ``[plan, budget, saved_bytes, recompute_flops]`` for the three plans."""
+    # loaded when the command runs: `refimpl --help` imports this module for its parser, and the
+    # partitioner loads scipy and the FLOP table (~1 s)
     from refimpl.partition.cost import flops_runtime
     from refimpl.partition.fx_edge import joint_graph_from_fx
-    from refimpl.partition.options import PartitionOptions
     from refimpl.partition.partitioner import choose_many
 
     fn, inputs = example(name)
@@ -157,6 +161,8 @@ def _budget_labels(ax, rows: list[list], label: str, scale: float,
 
 def plot(rows: list[list], path: Path, title: str) -> None:
     """Saved bytes against recomputed FLOPs, one curve per plan, budgets written on points."""
+    # loaded when the command runs: `refimpl --help` imports this module for its parser, and pyplot
+    # takes ~0.2 s
     import matplotlib
 
     matplotlib.use("Agg")

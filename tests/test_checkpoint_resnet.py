@@ -3,7 +3,7 @@
 Each residual stage (``layer1`` .. ``layer4``) is checkpointed by refimpl and by each built-in
 torch checkpoint target. Gradients must equal the unwrapped model's bit for bit (CPU, one
 thread), and the bytes kept must equal the hand prediction of
-:func:`refimpl.testing.checkpoint.predict_saved` and strictly drop. Skipped, visibly, where
+:func:`refimpl.expect.checkpoint.predict_saved` and strictly drop. Skipped, visibly, where
 torchvision is not installed (the README's torch 2.13 environment).
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from refimpl.expect.checkpoint import COMPOSABLE, loss, predict_saved, run_step
 from refimpl.oracle import load_backend
-from refimpl.testing.checkpoint import COMPOSABLE, loss, predict_saved, run_step
 
 torchvision = pytest.importorskip("torchvision", reason="torchvision is not installed")
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 import refimpl
+from refimpl.expect.checkpoint import run_step, wrapped
 from refimpl.strategies.modules import KINDS, ModuleStack, candidate_paths, module_stacks
-from refimpl.testing.checkpoint import run_step, wrapped
 from tests.finding import find_example
 
 
@@ -112,8 +112,8 @@ def test_prediction_pins_the_address_reuse_example() -> None:
     group (a p=0 dropout) saves nothing, so its input, the linear's output, is freed with the
     forward; relu's output may take that address. Expected: relu's output only (square saves
     the same storage); the group's input is not kept (nothing to recompute)."""
+    from refimpl.expect.checkpoint import COMPOSABLE, loss, predict_saved
     from refimpl.strategies.modules import Layer
-    from refimpl.testing.checkpoint import COMPOSABLE, loss, predict_saved
 
     stack = ModuleStack(batch=1, channels=1, length=2,
                         layers=(Layer("linear"), Layer("group", 0, (Layer("dropout"),)),

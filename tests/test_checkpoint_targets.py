@@ -11,10 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from refimpl.oracle import load_backend
-from refimpl.oracle.registry import BUILTIN_TARGETS
-from refimpl.strategies.modules import Layer, ModuleStack
-from refimpl.testing.checkpoint import (
+from refimpl.expect.checkpoint import (
     COMPOSABLE,
     assert_same_step,
     assert_saved_as_predicted,
@@ -23,6 +20,9 @@ from refimpl.testing.checkpoint import (
     run_step,
     wrapped,
 )
+from refimpl.oracle import load_backend
+from refimpl.oracle.registry import BUILTIN_TARGETS
+from refimpl.strategies.modules import Layer, ModuleStack
 
 TARGETS = ["torch-checkpoint", "torch-checkpoint-reentrant", "torch-sac", "checkpoint-wrapper"]
 

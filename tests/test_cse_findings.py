@@ -12,7 +12,7 @@ import torch
 from torch import fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from refimpl.cse.soundness import bitwise_equal, kept_counts
+from refimpl.expect.cse_soundness import bitwise_equal, kept_counts
 from refimpl.oracle import load_backend
 
 
@@ -134,7 +134,7 @@ FX_CSE_PASS_CASES = {
 @pytest.mark.xfail(strict=True, reason="fx-cse-pass finding, docs/findings.md")
 def test_fx_cse_pass_is_sound(case):
     """Judged by running both graphs eagerly (refimpl's soundness judge), not by refimpl."""
-    from refimpl.cse.soundness import unsound_reasons
+    from refimpl.expect.cse_soundness import unsound_reasons
 
     build, removed_by_hand = FX_CSE_PASS_CASES[case]
     gm = build()

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import fx
 
 from refimpl import fx_graph_cse
-from refimpl.cse.soundness import bitwise_equal
+from refimpl.expect.cse_soundness import bitwise_equal
 from refimpl.strategies.graphs import GraphSpec, NodeSpec
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from refimpl.cse.soundness import naive_duplicates
+from refimpl.expect.cse_soundness import naive_duplicates
 from refimpl.strategies import GraphOptions, op_graphs
 
 OPTIONS = {  # the strategies of refimpl/properties/test_cse.py

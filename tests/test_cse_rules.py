@@ -12,7 +12,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from refimpl import fx_graph_cse
 from refimpl.cse.effects import effect_of
-from refimpl.cse.soundness import bitwise_equal
+from refimpl.expect.cse_soundness import bitwise_equal
 
 aten = torch.ops.aten
 

@@ -16,7 +16,7 @@ from torch import fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from refimpl import fx_graph_cse
-from refimpl.cse.soundness import bitwise_equal
+from refimpl.expect.cse_soundness import bitwise_equal
 
 
 def check(gm: fx.GraphModule, args: tuple, delta: int, check_val: bool = True) -> fx.Graph:

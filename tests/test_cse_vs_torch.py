@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hypothesis import given
 
-from refimpl.cse.soundness import unsound_reasons
+from refimpl.expect.cse_soundness import unsound_reasons
 from refimpl.oracle import load_backend
 from refimpl.strategies import GraphOptions, never_merged_names, op_graphs
 

@@ -18,11 +18,11 @@ import torch
 from hypothesis import given
 from torch import nn
 
+from refimpl.expect.flops import FAMILIES, derive
 from refimpl.oracle import MissingExtra, load_backend
 from refimpl.oracle.registry import BUILTIN_TARGETS
 from refimpl.oracle.targets.flop_peers import REFERENCE, FlopConventions
 from refimpl.strategies.flop_models import FLOP_MODEL_FAMILIES, SdpaBlock, flop_models
-from refimpl.testing.model_derivation import FAMILIES, derive
 from tests.finding import find_example
 
 PEERS = {"fvcore": "fvcore", "ptflops": "ptflops", "ptflops-aten": "ptflops", "thop": "thop",
@@ -200,3 +200,18 @@ def test_derivation_by_hand_numbers():
     # projections: 4 products of [10, 16] x [16, 16]; attention: 2 B H S S (D + Dv)
     assert d.forward["mha"] == 4 * 2 * 10 * 16 * 16 + 2 * 2 * 2 * 5 * 5 * 16
     assert d.bias_adds["mha"] == 4 * 10 * 16
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_derivation_backward_by_hand_numbers(need_weights):
+    """The attention kernel recomputes the scores in its backward only on the fused path
+    (need_weights=False); the explicit bmm path (need_weights=True) forms the 4 gradients
+    alone. (The old family derivation added the recompute on both paths.)"""
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(16, 2, batch_first=True)
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    d = derive(mha, (x, x, x, None, need_weights), backward=True)
+    projections = 4 * 2 * (2 * 10 * 16 * 16)  # 4 products, each gradient of input and weight
+    scores = 2 * 2 * 2 * 5 * 5 * 8  # q k^T (and p v): 2 B H S S D
+    recompute = 0 if need_weights else scores
+    assert d.total_backward() == projections + 2 * (2 * scores) + recompute

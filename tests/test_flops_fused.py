@@ -166,7 +166,7 @@ def test_free_is_declared_not_a_default():
 def test_training_step_with_flash_attention_for_cpu_matches_the_derivation():
     """On CPU with autograd the layers run SDPA's flash-for-CPU kernel, whose backward
     recomputes the scores: the derivation's attention_backward_recomputes convention."""
-    from refimpl.testing.flop_derivations import Conventions, FlopDerivation, assert_flops_match
+    from refimpl.expect.flops import Conventions, FlopDerivation, assert_flops_match
 
     torch.manual_seed(0)
     model = nn.TransformerEncoder(nn.TransformerEncoderLayer(E, H, F, 0.0, batch_first=True), 2,
@@ -178,8 +178,8 @@ def test_training_step_with_flash_attention_for_cpu_matches_the_derivation():
     with refimpl.FlopCounterMode(display=False) as bwd:
         y.sum().backward()
     assert aten._scaled_dot_product_flash_attention_for_cpu in fwd.get_flop_counts()["Global"]
-    assert_flops_match("forward", fwd, walk.result().forward)
-    assert_flops_match("backward", bwd, walk.result().backward)
+    assert_flops_match("forward", fwd, walk.result().total_forward())
+    assert_flops_match("backward", bwd, walk.result().total_backward())
 
 
 def test_optimizer_steps_and_in_place_variants_are_declared_free():

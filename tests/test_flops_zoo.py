@@ -1,5 +1,5 @@
 """torchvision's zoo, counted by refimpl's FlopCounterMode against an independent per-module
-derivation (refimpl.testing.flop_derivations: forward hooks, first-principles formulas, not
+derivation (refimpl.expect.flops: forward hooks, first-principles formulas, not
 refimpl's table): forward, backward, and the forward under inference_mode (fused attention).
 
 Models live on the meta device (no weights initialised, no arithmetic run), so all seven take
@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import refimpl
-from refimpl.testing.flop_derivations import FlopDerivation
-from refimpl.testing.flop_derivations import assert_flops_match as assert_counts
+from refimpl.expect.flops import FlopDerivation
+from refimpl.expect.flops import assert_flops_match as assert_counts
 
 tvm = pytest.importorskip("torchvision.models", reason="torchvision is not installed")
 
@@ -40,9 +40,9 @@ def test_zoo_forward_and_backward_match_the_derivation(name):
         with refimpl.FlopCounterMode(display=False) as bwd:
             y.sum().backward()
     derived = walk.result()
-    assert derived.forward > 0 and derived.backward > derived.forward
-    assert_counts(f"{name} forward", fwd, derived.forward)
-    assert_counts(f"{name} backward", bwd, derived.backward)
+    assert derived.total_forward() > 0 and derived.total_backward() > derived.total_forward()
+    assert_counts(f"{name} forward", fwd, derived.total_forward())
+    assert_counts(f"{name} backward", bwd, derived.total_backward())
 
 
 @pytest.mark.parametrize("name", ZOO)
@@ -52,7 +52,7 @@ def test_zoo_inference_mode_matches_the_derivation(name):
     with torch.inference_mode(), FlopDerivation(model) as walk, \
             refimpl.FlopCounterMode(display=False) as counted:
         model(x)
-    assert_counts(f"{name} under inference_mode", counted, walk.result().forward)
+    assert_counts(f"{name} under inference_mode", counted, walk.result().total_forward())
 
 
 def test_vit_inference_takes_the_fused_attention():
@@ -63,7 +63,7 @@ def test_vit_inference_takes_the_fused_attention():
     with torch.inference_mode(), FlopDerivation(model) as walk, \
             refimpl.FlopCounterMode(display=False) as counted:
         model(x)
-    assert_counts("vit_b_16 on CPU under inference_mode", counted, walk.result().forward)
+    assert_counts("vit_b_16 on CPU under inference_mode", counted, walk.result().total_forward())
     fused = counted.get_flop_counts()["Global"][torch.ops.aten._native_multi_head_attention]
     tokens, e = 197, 768
     per_block = 4 * (2 * tokens * e * e) + 2 * (2 * tokens * tokens * e)  # 4 projections, qk, pv

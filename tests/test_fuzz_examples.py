@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from refimpl.expect import precision
 from refimpl.fuzz.examples import describe_call, rebuilds_exactly, same_value
-from refimpl.testing import precision
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ def test_a_backend_with_no_components_gets_no_property_passed(tmp_path: Path):
 def test_summary_shows_reach_and_flags_properties_that_record_none(tmp_path: Path):
     props = write_suite(tmp_path / "props", "test_cse_reach.py", textwrap.dedent('''
         from hypothesis import given, strategies as st
-        from refimpl.testing.reach import reach
+        from refimpl.properties.reach import reach
 
         @given(x=st.integers(0, 1000))
         def test_half(refimpl_backend, x):

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from refimpl.expect.partition_brute import trace_reference
+from refimpl.expect.partition_expect import Expected, assert_same_results, measured
 from refimpl.oracle import component, load_backend
 from refimpl.oracle.backend import describe, provided_by
 from refimpl.oracle.targets.inductor import NO_GPU_LAYOUT, NOT_AN_FX_PASS, InductorBackend
 from refimpl.properties.layout_component import layout_compile
 from refimpl.strategies.programs import ProgramSpec, Step
-from refimpl.testing.partition_brute import trace_reference
-from refimpl.testing.partition_expect import Expected, assert_same_results, measured
 
 #: issue 13's shape, small: a wide mm summarised by a row sum, beside a narrow mm.
 SUMMARY = ProgramSpec(8, 8, (Step("mm", "mm", (0,), 32), Step("summary", "sum", (1,), 1),

@@ -23,12 +23,12 @@ import copy
 import pytest
 import torch
 
+from refimpl.expect.layout import compile_with, run_channels_last
+from refimpl.expect.precision import Precision
+from refimpl.expect.same import mismatch
 from refimpl.oracle import load_backend
 from refimpl.properties import test_layout
 from refimpl.strategies.nets import ConvNetSpec, LayerSpec
-from refimpl.testing.layout import compile_with, run_channels_last
-from refimpl.testing.precision import Precision
-from refimpl.testing.same import mismatch
 
 ROUNDING = ConvNetSpec(batch=2, in_channels=3, size=7, layers=(
     LayerSpec("conv", 72, 1, 1, 1), LayerSpec("conv", 72, 1, 2, 72), LayerSpec("bn")))

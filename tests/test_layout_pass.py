@@ -247,7 +247,7 @@ def test_dynamic_shapes_are_left_alone_and_still_correct():
 
 def test_public_names():
     import refimpl
-    from refimpl.testing.same import same
+    from refimpl.expect.same import same
 
     assert refimpl.optimize_layout is optimize_layout and refimpl.same is same
     import refimpl.strategies

@@ -13,9 +13,9 @@ import copy
 import pytest
 import torch
 
+from refimpl.expect.layout import compile_with
+from refimpl.expect.same import mismatch
 from refimpl.layout import optimize_layout
-from refimpl.testing.layout import compile_with
-from refimpl.testing.same import mismatch
 
 torchvision = pytest.importorskip("torchvision", reason="torchvision is not installed")
 

@@ -8,7 +8,7 @@ Where the seed's check could not fail, ours is stricter: the training test compa
 gradients cloned before the compiled run (the seed compared ``param.grad`` objects with
 themselves), and the nll_loss test calls the compiled model (the seed never did).
 
-Precision (refimpl.testing.precision): every run a value comparison rests on runs inside one
+Precision (refimpl.expect.precision): every run a value comparison rests on runs inside one
 ``Precision.applied()`` block. Each such test runs on CPU and, on CUDA, twice: in full
 float32 (TF32 off; judged against contiguous eager, as the seed judges) and with TF32 on
 (judged against eager run channels-last with TF32, the kernels a converted graph reaches).
@@ -23,10 +23,10 @@ import torch
 from torch import nn
 
 from refimpl import same
+from refimpl.expect.layout import run_channels_last
+from refimpl.expect.precision import Precision
+from refimpl.expect.same import mismatch
 from refimpl.layout import META_KEY
-from refimpl.testing.layout import run_channels_last
-from refimpl.testing.precision import Precision
-from refimpl.testing.same import mismatch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 FLOAT32, TF32 = Precision(), Precision(tf32=True)

@@ -100,7 +100,7 @@ def test_gradients_zero_by_construction_are_found():
     arithmetic (the norm subtracts the bias back out), so the layout property checks it as
     noise rather than by `same` (shrunk from a 300-example campaign, where `same` compared
     two rounding noises and failed)."""
-    from refimpl.testing.layout import assert_noise_only, zero_by_construction
+    from refimpl.expect.layout import assert_noise_only, zero_by_construction
 
     spec = ConvNetSpec(batch=2, in_channels=4, size=5,
                        layers=(LayerSpec("conv", 72, 1, 1, 4), LayerSpec("bn")))

@@ -16,7 +16,9 @@ from refimpl.partition.errors import (
     SolverTimeLimit,
 )
 from refimpl.partition.graph import JointGraph, JointNode
+from refimpl.partition.options import PartitionOptions
 from refimpl.partition.partitioner import bans_and_bounds, choose
+from refimpl.partition.problem import Problem
 
 
 def twice(x, w):
@@ -81,7 +83,8 @@ def test_bound_below_every_plan_is_infeasible_not_clamped():
     bans = bans_and_bounds(graph)
     assert bans.low.bytes > 0  # the random draw must be saved
     with pytest.raises(InfeasibleBudget, match="raise memory_budget"):
-        exact.solve(graph, bans.low.bytes - 1, bans.hard, bans.unsavable, 10.0)
+        exact.solve(Problem(graph, bans, bans.low.bytes - 1),
+                    PartitionOptions(solver_time_limit=10.0))
 
 
 def test_value_neither_savable_nor_recomputable_is_an_error():

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import torch
 
+from refimpl.expect.partition_brute import trace_reference
+from refimpl.expect.partition_expect import close, measured
 from refimpl.oracle import load_backend
 from refimpl.properties import test_partition_properties
 from refimpl.strategies.programs import ProgramSpec, Step
-from refimpl.testing.partition_brute import trace_reference
-from refimpl.testing.partition_expect import close, measured
 
 
 def _step(kind: str, variant: str, reads: tuple, width: int, constant: float = 0.0) -> Step:

@@ -7,7 +7,7 @@ check refimpl itself, whatever the target).
   example is then rejected, never counted;
 * the recompute cost of the plans of one graph never increases as the budget grows;
 * budget 0.0 saves the fewest bytes any valid plan saves (the brute force of
-  :mod:`refimpl.testing.partition_brute`, which shares no code with the partitioner).
+  :mod:`refimpl.expect.partition_brute`, which shares no code with the partitioner).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from hypothesis import event, given, reject
 from hypothesis import strategies as st
 
 import refimpl
+from refimpl.expect.partition_brute import BruteForceRefused, trace_reference
 from refimpl.partition.api import explain_many
 from refimpl.partition.backend import DynamoBackend
 from refimpl.partition.errors import TooLargeForBrute
 from refimpl.strategies.programs import ProgramSpec, Step, programs
-from refimpl.testing.partition_brute import BruteForceRefused, trace_reference
 
 BUDGETS = st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.75, 1.0])
 SOLVERS = st.sampled_from(["exact", "dp", "ilp", "greedy", "brute"])

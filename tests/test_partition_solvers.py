@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-import pytest
+import inspect
 
-from refimpl.partition import knapsack
+import pytest
+import torch
+
+from refimpl.partition import exact, exhaustive, knapsack, lagrangian
+from refimpl.partition.api import joint_graph
+from refimpl.partition.cut import Cut
 from refimpl.partition.mincut import Network, max_flow_source_side
-from refimpl.partition.partitioner import budget_bound
+from refimpl.partition.options import PartitionOptions
+from refimpl.partition.partitioner import bans_and_bounds, budget_bound
+from refimpl.partition.problem import Problem
 
 EXACT = ["dp", "ilp", "brute"]
 
@@ -14,13 +21,13 @@ EXACT = ["dp", "ilp", "brute"]
 @pytest.mark.parametrize("solver", EXACT)
 def test_exact_solvers_pick_the_best_subset(solver):
     # memories 4,3,3 with capacity 6: {3,3} spares 5+5=10 > {4} alone (9)
-    assert knapsack.solve(solver, [4, 3, 3], [9.0, 5.0, 5.0], 6) == [1, 2]
+    assert knapsack.choose_items(solver, [4, 3, 3], [9.0, 5.0, 5.0], 6) == [1, 2]
 
 
 @pytest.mark.parametrize("solver", EXACT)
 def test_exact_solvers_break_ties_towards_less_memory(solver):
     # item 1 spares nothing: saving it would only cost memory
-    assert knapsack.solve(solver, [2, 2], [3.0, 0.0], 10) == [0]
+    assert knapsack.choose_items(solver, [2, 2], [3.0, 0.0], 10) == [0]
 
 
 def test_greedy_is_not_optimal_where_ratio_misleads():
@@ -32,12 +39,12 @@ def test_greedy_is_not_optimal_where_ratio_misleads():
 
 @pytest.mark.parametrize("solver", [*EXACT, "greedy"])
 def test_zero_capacity_saves_nothing(solver):
-    assert knapsack.solve(solver, [1, 2], [1.0, 1.0], 0) == []
+    assert knapsack.choose_items(solver, [1, 2], [1.0, 1.0], 0) == []
 
 
 def test_bad_solver_and_inputs_are_named():
     with pytest.raises(ValueError, match="solver='fast' is not one of dp, ilp, greedy, brute"):
-        knapsack.solve("fast", [1], [1.0], 1)
+        knapsack.choose_items("fast", [1], [1.0], 1)
     with pytest.raises(ValueError, match="differ in length"):
         knapsack.dp([1, 2], [1.0], 1)
     with pytest.raises(ValueError, match="capacity=-1"):
@@ -69,3 +76,27 @@ def test_budget_bound():
     assert budget_bound(10, 20, 0.0) == 10
     assert budget_bound(10, 20, 1.0) == 20
     assert budget_bound(10, 20, 0.55) == 15
+
+
+def _contract_graph():
+    torch.manual_seed(0)
+    args = [torch.randn(8, 8, requires_grad=True), torch.randn(8, 16, requires_grad=True)]
+    return joint_graph(lambda x, w: (x @ w).cos().tanh().sin().sum(), *args)
+
+
+@pytest.mark.parametrize("module, solver", [(exact, "exact"), (exhaustive, "brute"),
+                                            (knapsack, "dp"), (knapsack, "greedy"),
+                                            (lagrangian, "exact")])
+def test_every_solver_keeps_the_one_contract(module, solver):
+    """solve(problem, options) -> Cut, the same signature everywhere; the cut fits the bound
+    and recomputes nothing banned (refimpl.partition.problem)."""
+    assert list(inspect.signature(module.solve).parameters) == ["problem", "options"]
+    graph = _contract_graph()
+    bans = bans_and_bounds(graph)
+    assert bans.high.bytes > bans.low.bytes  # the bound binds between the two plans
+    bound = budget_bound(bans.low.bytes, bans.high.bytes, 0.5)
+    cut = module.solve(Problem(graph, bans, bound),
+                       PartitionOptions(memory_budget=0.5, solver=solver))
+    assert isinstance(cut, Cut)
+    assert cut.bytes <= bound
+    assert not bans.hard & set(cut.recomputed)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from refimpl.testing.pytest_plugin import release_matches
+from refimpl.fuzz.pytest_plugin import release_matches
 
 
 @pytest.mark.parametrize(("version", "releases", "expected"), [

@@ -1,4 +1,4 @@
-"""refimpl.testing.precision: one context manager states the float32 arithmetic of a
+"""refimpl.expect.precision: one context manager states the float32 arithmetic of a
 comparison (TF32 on or off for cuDNN convolutions and CUDA matmuls) and restores it after.
 
 On CPU: the flags are set inside the block and restored exactly after it (also after an
@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from refimpl.testing.precision import Precision, tf32_settings
+from refimpl.expect.precision import Precision, tf32_settings
 
 BOTH = [Precision(), Precision(tf32=True)]
 

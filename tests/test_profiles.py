@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-PROBE = ("from refimpl.testing.profiles import load_selected_profile;"
+PROBE = ("from refimpl.fuzz.profiles import load_selected_profile;"
          "from hypothesis import settings;"
          "print(load_selected_profile(), settings.default.derandomize,"
          " settings.default.database is None)")

@@ -2,7 +2,7 @@
 its draws make the partitioner's job non-trivial.
 
 Shares are measured on a fixed, derandomised sample of :data:`SAMPLE` draws, with the
-brute-force derivation of :mod:`refimpl.testing.partition_brute` (independent of
+brute-force derivation of :mod:`refimpl.expect.partition_brute` (independent of
 refimpl's partitioner). Measured on 60 derandomised draws, torch 2.13.0, with refimpl's
 one-trace plans at budgets 0, .25, .5, .75, 1 (the strategy before it was reshaped in
 parentheses; issue 11 measured 74% / 53% on 150 draws of it): no recompute at any budget 3%
@@ -19,8 +19,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
+from refimpl.expect.partition_brute import BruteForceRefused, trace_reference
 from refimpl.strategies.programs import KINDS, MOTIFS, ProgramSpec, programs
-from refimpl.testing.partition_brute import BruteForceRefused, trace_reference
 from tests.finding import find_example
 
 SAMPLE = 60

@@ -47,7 +47,7 @@ def ci_campaign(tmp_path_factory) -> dict:
         return {"status": None, "report": json.loads(Path(given).read_text())}
     from hypothesis import settings
 
-    from refimpl.testing.profiles import register_profiles
+    from refimpl.fuzz.profiles import register_profiles
 
     register_profiles()
     out = tmp_path_factory.mktemp("reach") / "out"

@@ -10,7 +10,7 @@ import torch
 from torch._dynamo.utils import same as torch_same
 
 from refimpl import same
-from refimpl.testing.same import mismatch, multiplier
+from refimpl.expect.same import mismatch, multiplier
 
 N = 2000  # >= 1000 elements: the plain multiplier (2 for float32) applies
 

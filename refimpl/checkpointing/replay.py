@@ -23,6 +23,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_leaves
 
+from refimpl.checkpointing.options import CheckpointError
+
 
 @dataclass(frozen=True)
 class Autocast:
@@ -72,7 +74,6 @@ def check_cuda_not_initialized_during(state: GlobalState) -> None:
     """The forward may not initialise CUDA when RNG state is preserved: it was not captured."""
     if state.cpu_rng is not None and not state.cuda_was_initialized \
             and torch.cuda.is_initialized():
-        from refimpl.checkpointing.options import CheckpointError
 
         raise CheckpointError("CUDA was initialised inside a checkpointed forward with "
                               "preserve_rng_state=True, so its RNG state could not be saved; "

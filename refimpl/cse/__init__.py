@@ -6,7 +6,9 @@
 | ``effects``   | what a node does besides computing a value (random, mutating, views, ...) |
 | ``aliasing``  | storage classes: what may share memory, what is written, what escapes |
 | ``keys``      | structural keys for constants (1 vs 1.0 vs True, NaN, -0.0, kwargs order) |
-| ``soundness`` | the judge used by the properties: does a rewritten graph compute the same? |
+
+The properties' judge (does a rewritten graph compute the same?) is an expectation, not part
+of the pass: :mod:`refimpl.expect.cse_soundness`.
 """
 
 from refimpl.cse.eliminate import find_duplicates, fx_graph_cse

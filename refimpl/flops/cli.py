@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import io
 import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
+
+from refimpl.models import MODELS
 from refimpl.outputs import file_problem
 
 HELP = "print a model's FLOPs, MACs and parameters per module and per op (forward by default)"
@@ -146,9 +150,7 @@ def is_factory(model: str) -> bool:
 
 def _factory_model(args: argparse.Namespace):
     """The user's ``pkg.module:factory()`` and one random input of --input-shape."""
-    import importlib
 
-    import torch
 
     module_name, _, attribute = args.model.partition(":")
     try:
@@ -194,8 +196,6 @@ def torchvision_advice(torch_version: str) -> str:
 
 
 def _torchvision_model(name: str, batch: int):
-    import torch
-
     try:
         import torchvision
     except ImportError as exc:
@@ -223,8 +223,6 @@ class _HFOutput:
 
 
 def _hf_model(name: str, batch: int, seq_len: int, layers: int | None):
-    import torch
-
     try:
         import transformers
     except ImportError as exc:
@@ -248,9 +246,7 @@ def _hf_model(name: str, batch: int, seq_len: int, layers: int | None):
 
 def build(args: argparse.Namespace):
     """(module, callable, input) for MODEL; raises ModelError naming what is wrong."""
-    import torch
 
-    from refimpl.models import MODELS
 
     kind, sep, name = args.model.partition(":")
     if is_factory(args.model):
@@ -366,8 +362,9 @@ def _kind(spec: str) -> str:
 
 def count(args: argparse.Namespace) -> Counted:
     """Build MODEL, run it once under the counter (and its backward with --backward)."""
-    import torch
 
+    # loaded when the command runs: `refimpl --help` imports this module for its parser, and the
+    # formula table loads torch's compiler (~1 s)
     from refimpl.flops.counter import FlopCounterMode
 
     torch.manual_seed(0)
@@ -397,8 +394,6 @@ def count(args: argparse.Namespace) -> Counted:
 
 
 def _device_problem(text: str) -> str | None:
-    import torch
-
     try:
         device = torch.device(text)
     except RuntimeError as exc:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import tabulate
+
 SUFFIXES = ("", "K", "M", "B", "T")
 
 
@@ -66,7 +68,6 @@ def table_rows(counts: dict[str, dict[Any, int]], depth: int) -> list[Row]:
 
 def render(counts: dict[str, dict[Any, int]], depth: int) -> str:
     """The table as text (tabulate, columns Module / FLOP / % Total)."""
-    import tabulate
 
     total = sum(counts.get("Global", {}).values())
     unit = unit_for(total)

@@ -12,12 +12,20 @@ import os
 from pathlib import Path
 from typing import Any
 
+from refimpl.fuzz.compare import compare, load_rows
+from refimpl.fuzz.compare import describe as describe_changes
+from refimpl.fuzz.junit import write_junit
 from refimpl.fuzz.options import FuzzOptions
+from refimpl.fuzz.outdir import clean_out
+from refimpl.fuzz.report import summary_table, write_json, write_reproducers
+from refimpl.fuzz.runner import run_campaign
+from refimpl.fuzz.suite import default_properties_dir
+from refimpl.oracle import describe
+from refimpl.oracle.backend import COMPONENTS, provided_by, skip_reason
 
 
 def component_skips(backend: Any, components: tuple[str, ...]) -> dict[str, str]:
     """component -> why all its properties are skipped, for each component ``backend`` lacks."""
-    from refimpl.oracle.backend import COMPONENTS, provided_by, skip_reason
 
     return {c: f"backend {backend.name!r} has no {COMPONENTS[c]}: "
                f"{skip_reason(backend, COMPONENTS[c])}"
@@ -60,9 +68,6 @@ def campaign_header(opts: FuzzOptions, backend: Any) -> str:
 
 def run_and_report(opts: FuzzOptions, backend: Any) -> int:
     """The plain runner's campaign: clean --out, run, then :func:`report_campaign`."""
-    from refimpl.fuzz.compare import load_rows
-    from refimpl.fuzz.outdir import clean_out
-    from refimpl.fuzz.runner import run_campaign
 
     old_rows = load_rows(opts.compare) if opts.compare else None  # before --force cleans
     clean_out(opts.out, resume=opts.resume)
@@ -75,12 +80,6 @@ def report_campaign(opts: FuzzOptions, backend: Any, results: list, stopped_by: 
                     old_rows: dict | None, engine_note: str = "") -> int:
     """The one report tail of every engine: reproducers, report.json, summary.txt, the JUnit
     XML (``--junitxml``), the printed summary, the ``--compare`` lines; the exit status."""
-    from refimpl.fuzz.compare import compare, load_rows
-    from refimpl.fuzz.compare import describe as describe_changes
-    from refimpl.fuzz.junit import write_junit
-    from refimpl.fuzz.report import summary_table, write_json, write_reproducers
-    from refimpl.fuzz.suite import default_properties_dir
-    from refimpl.oracle import describe
 
     properties = opts.properties or default_properties_dir()
     reproducers = write_reproducers(results, opts, properties, Path(os.getcwd()))

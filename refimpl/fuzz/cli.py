@@ -21,8 +21,16 @@ import signal
 import sys
 from pathlib import Path
 
+from refimpl.fuzz.campaign import run_and_report
+from refimpl.fuzz.compare import CompareError, load_rows
+from refimpl.fuzz.database import DatabaseError, check_database
+from refimpl.fuzz.distributed import DaskError, check_scheduler, run_dask
+from refimpl.fuzz.hypofuzz import check_installed, run_hypofuzz
 from refimpl.fuzz.options import COMPONENTS, DEFAULT_TIMEOUT, ENGINES, FuzzOptions
-from refimpl.testing.profiles import PROFILES
+from refimpl.fuzz.outdir import OutError, check_junitxml, check_out, check_writable_folder
+from refimpl.fuzz.profiles import PROFILES
+from refimpl.fuzz.suite import component_files, default_properties_dir
+from refimpl.oracle import builtin_target_names, load_backend
 
 HELP = "run the target properties against a backend; write reproducers for what fails"
 
@@ -56,8 +64,6 @@ def _positive(kind):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from refimpl.oracle import builtin_target_names
-
     parser.add_argument("--target", default="refimpl",
                         help=f"{', '.join(builtin_target_names())}, or package.module:attribute "
                              "(default: refimpl)")
@@ -130,15 +136,8 @@ def _options(args: argparse.Namespace) -> FuzzOptions:
 def preflight(opts: FuzzOptions):
     """Check everything a campaign needs before any property runs; returns the backend.
     Raises :class:`UsageError` naming the option at fault."""
-    from refimpl.fuzz.compare import CompareError, load_rows
-    from refimpl.fuzz.database import DatabaseError, check_database
-    from refimpl.fuzz.outdir import OutError, check_junitxml, check_out, check_writable_folder
-    from refimpl.fuzz.suite import component_files, default_properties_dir
-    from refimpl.oracle import load_backend
 
     if opts.engine == "hypofuzz":
-        from refimpl.fuzz.hypofuzz import check_installed
-
         if opts.minutes is None:
             raise UsageError("--minutes", "--engine hypofuzz runs until stopped: give --minutes")
         try:
@@ -146,8 +145,6 @@ def preflight(opts: FuzzOptions):
         except ImportError as exc:
             raise UsageError("--engine", str(exc)) from None
     if opts.engine == "dask":
-        from refimpl.fuzz.distributed import DaskError, check_scheduler
-
         try:
             check_scheduler(opts.scheduler)
         except DaskError as exc:
@@ -214,13 +211,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"refimpl fuzz: {exc}", file=sys.stderr)
         return 2
     if opts.engine == "hypofuzz":
-        from refimpl.fuzz.hypofuzz import run_hypofuzz
-
         return run_hypofuzz(opts, backend)
     if opts.engine == "dask":
-        from refimpl.fuzz.distributed import run_dask
-
         return run_dask(opts, backend)
-    from refimpl.fuzz.campaign import run_and_report
 
     return run_and_report(opts, backend)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from refimpl.fuzz.outdir import check_writable_folder
+
 
 class DatabaseError(ValueError):
     """The --database cannot be used (missing client package, server unreachable, bad path)."""
@@ -28,7 +32,6 @@ def make_database(spec: str):
         from hypothesis.extra.redis import RedisExampleDatabase
 
         return RedisExampleDatabase(_redis_client(spec))
-    from hypothesis.database import DirectoryBasedExampleDatabase
 
     return DirectoryBasedExampleDatabase(spec)
 
@@ -47,7 +50,6 @@ def check_database(spec: str) -> None:
         return
     if "://" in spec:
         raise DatabaseError(f"{spec!r}: expected a folder or redis://host:port/db")
-    from refimpl.fuzz.outdir import check_writable_folder
 
     try:
         check_writable_folder(Path(spec))

@@ -43,10 +43,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from refimpl.fuzz.campaign import campaign_header, component_skips, report_campaign
+from refimpl.fuzz.compare import load_rows
 from refimpl.fuzz.options import FuzzOptions
+from refimpl.fuzz.outdir import clean_out
 from refimpl.fuzz.runner import (
     STARTUP_SECONDS,
     fold_rounds,
+    missing_components,
     progress_line,
     round_examples,
     stall_limit,
@@ -176,7 +180,6 @@ def collect(opts: FuzzOptions, skips: dict[str, str],
     """Collect the chosen components' properties here (the runner's worker, collect only);
     returns the rows already decided (collection failures, skipped properties, components
     without files) and the (component, node id) pairs to run."""
-    from refimpl.fuzz.runner import missing_components
 
     properties = opts.properties or default_properties_dir()
     rows = missing_components(opts, properties)
@@ -325,9 +328,6 @@ def _cluster(opts: FuzzOptions):
 
 def run_dask(opts: FuzzOptions, backend: Any) -> int:
     """The whole --engine dask campaign, reported by the report tail every engine shares."""
-    from refimpl.fuzz.campaign import campaign_header, component_skips, report_campaign
-    from refimpl.fuzz.compare import load_rows
-    from refimpl.fuzz.outdir import clean_out
 
     old_rows = load_rows(opts.compare) if opts.compare else None  # before --force cleans
     clean_out(opts.out, resume=opts.resume)

@@ -50,7 +50,7 @@ from hypothesis.internal.observability import add_observability_callback
 
 from refimpl.fuzz.database import make_database
 from refimpl.fuzz.examples import describe_call, keep_arguments
-from refimpl.testing.reach import REACH_EVENT, REACHED
+from refimpl.properties.reach import REACH_EVENT, REACHED
 
 #: ``how_generated`` prefixes of test cases that are not examples of the search.
 _NOT_SEARCH = ("during shrink", "during explain", "minimal failing")

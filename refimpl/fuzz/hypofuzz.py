@@ -30,8 +30,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hypothesis.internal import observability
+from hypothesis.internal.observability import add_observability_callback
+
+from refimpl.fuzz.campaign import campaign_header, component_skips, report_campaign
+from refimpl.fuzz.compare import load_rows
 from refimpl.fuzz.options import FuzzOptions
+from refimpl.fuzz.outdir import clean_out
+from refimpl.fuzz.suite import component_files, default_properties_dir
 from refimpl.fuzz.worker import PropertyResult
+from refimpl.properties.reach import REACH_EVENT, REACHED
 
 HYPOFUZZ_CLI = "import hypofuzz.entrypoint; from hypothesis.extra.cli import main; main()"
 FLUSH_SECONDS = 2.0
@@ -55,8 +63,6 @@ class _Status:
         self.properties: dict[str, dict[str, Any]] = {}
 
     def observe(self, observation) -> None:
-        from refimpl.testing.reach import REACH_EVENT, REACHED
-
         if getattr(observation, "type", None) != "test_case" or observation.status == "gave_up":
             return
         row = self.properties.setdefault(observation.property, {
@@ -105,8 +111,6 @@ def pytest_configure(config) -> None:
     if not folder:
         return
     _fresh_fixture_requests()
-    from hypothesis.internal import observability
-    from hypothesis.internal.observability import add_observability_callback
 
     observability.OBSERVABILITY_COLLECT_COVERAGE = False  # HypoFuzz measures its own
     status = _Status(Path(folder) / f"worker-{os.getpid()}.json")
@@ -213,10 +217,6 @@ def _supervise(opts: FuzzOptions, files: list[Path], status_dir: Path,
 def run_hypofuzz(opts: FuzzOptions, backend: Any) -> int:
     """The whole --engine hypofuzz campaign; reported by the plain runner's report tail
     (:func:`refimpl.fuzz.campaign.report_campaign`: --junitxml and --compare included)."""
-    from refimpl.fuzz.campaign import campaign_header, component_skips, report_campaign
-    from refimpl.fuzz.compare import load_rows
-    from refimpl.fuzz.outdir import clean_out
-    from refimpl.fuzz.suite import component_files, default_properties_dir
 
     properties = opts.properties or default_properties_dir()
     old_rows = load_rows(opts.compare) if opts.compare else None  # before --force cleans

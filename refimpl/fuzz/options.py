@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from refimpl.fuzz.profiles import PROFILES
 from refimpl.oracle.backend import COMPONENTS as _COMPONENT_METHODS
-from refimpl.testing.profiles import PROFILES
 
 #: the components a campaign can run, in the order they run (the oracle's list).
 COMPONENTS = tuple(_COMPONENT_METHODS)

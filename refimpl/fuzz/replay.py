@@ -38,7 +38,13 @@ import sys
 import traceback
 from pathlib import Path
 
+import pytest
+import torch
+
+import refimpl.expect.precision
+import refimpl.strategies
 from refimpl.fuzz.suite import properties_folder
+from refimpl.oracle import load_backend
 
 CHILD = "REFIMPL_REPLAY_CHILD"
 GRACE_SECONDS = 30.0  # the child's own start-up (imports) beyond twice the limit
@@ -55,12 +61,7 @@ class _Names(dict):
         super().__init__(vars(module))
 
     def __missing__(self, name: str):
-        import torch
-
-        import refimpl.strategies
-        import refimpl.testing.precision
-
-        for source in (refimpl.strategies, refimpl.testing.precision, torch, math):
+        for source in (refimpl.strategies, refimpl.expect.precision, torch, math):
             try:
                 return getattr(source, name)
             except AttributeError:
@@ -107,7 +108,6 @@ def build_kwargs(call: str, module, fixtures: dict) -> dict:
 
 def _pytest_fallback(properties: str, nodeid: str, target: str, database: str,
                      timeout: float | None = None) -> int:
-    import pytest
 
     os.environ["REFIMPL_FUZZ_SETTINGS"] = json.dumps({"database": database})
     if timeout:
@@ -122,6 +122,7 @@ def _pytest_fallback(properties: str, nodeid: str, target: str, database: str,
 def _rebuild(call: str, module, backend, arguments: str | None) -> dict:
     fixtures = dict.fromkeys(REPLAY_FIXTURES, backend)
     if arguments and Path(arguments).exists():
+        # a real cycle: refimpl.fuzz.examples imports REPLAY_FIXTURES and build_kwargs from here
         from refimpl.fuzz.examples import load_arguments
 
         return {**load_arguments(Path(arguments)), **fixtures}
@@ -178,7 +179,6 @@ def replay(*, properties: str, nodeid: str, target: str, call: str, database: st
         traceback.print_exc()
         print(f"\ncould not load {nodeid} from {properties}")
         return 2
-    from refimpl.oracle import load_backend
 
     try:
         backend = load_backend(target)

@@ -1,6 +1,6 @@
 """What a campaign leaves behind: the summary table, report.json and one reproducer per failure.
 
-Reach: the share of a property's examples whose ``reach`` event (:mod:`refimpl.testing.reach`)
+Reach: the share of a property's examples whose ``reach`` event (:mod:`refimpl.properties.reach`)
 said "reached". A target property that ran examples and recorded no reach event at all is a
 harness defect (it cannot say whether it tested anything) and is flagged as one.
 """

@@ -16,6 +16,7 @@ from torch import fx
 
 
 def _boxed_eager(gm: fx.GraphModule, example_inputs: list[Any]):
+    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
     from torch._functorch.aot_autograd import make_boxed_func
 
     return make_boxed_func(gm.forward)
@@ -26,6 +27,7 @@ def make_layout_backend(pass_fn: Callable[[fx.GraphModule, list[Any]], fx.GraphM
     if not callable(pass_fn):
         raise TypeError(f"pass_fn must be callable (gm, example_inputs) -> GraphModule, got "
                         f"{type(pass_fn).__name__}")
+    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
     from torch._dynamo.backends.common import aot_autograd
 
     aot = aot_autograd(fw_compiler=_boxed_eager, bw_compiler=_boxed_eager)

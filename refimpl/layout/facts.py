@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 from torch import fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves
 
@@ -50,8 +52,6 @@ def example_values(gm: fx.GraphModule, example_inputs: list[Any]) -> dict[str, A
     if any(("example_value" in n.meta or "val" in n.meta) for n in nodes):
         return {n.name: n.meta.get("example_value", n.meta.get("val")) for n in nodes
                 if "example_value" in n.meta or "val" in n.meta}
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     fake_inputs = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t

@@ -11,9 +11,11 @@ import importlib
 import os
 from typing import Any, Protocol, runtime_checkable
 
+import pytest
 from torch import fx, nn
 
 from refimpl.oracle.blame import blamed
+from refimpl.oracle.registry import BUILTIN_TARGETS
 
 #: component name -> the Backend method that provides it.
 COMPONENTS: dict[str, str] = {
@@ -75,7 +77,6 @@ def _import_attribute(spec: str) -> Any:
 
 def _builtin(name: str) -> Any:
     """The built-in target ``name`` (see :mod:`refimpl.oracle.registry`)."""
-    from refimpl.oracle.registry import BUILTIN_TARGETS
 
     entry = BUILTIN_TARGETS[name]
     try:
@@ -100,7 +101,6 @@ def _builtin(name: str) -> Any:
 
 def builtin_target_names() -> list[str]:
     """The names ``--target`` accepts besides ``package.module:attribute``."""
-    from refimpl.oracle.registry import BUILTIN_TARGETS
 
     return list(BUILTIN_TARGETS)
 
@@ -145,8 +145,6 @@ def component(backend: Any, method: str):
         raise BackendError(f"method={method!r} is not one of {sorted(methods)}")
     fn = getattr(backend, method, None)
     if fn is None:
-        import pytest
-
         pytest.skip(f"backend {backend.name!r} has no {method}: {skip_reason(backend, method)}")
     return blamed(backend.name, method, fn)
 

@@ -6,6 +6,17 @@ import functools
 from typing import Any
 
 import torch
+import torch._functorch.config as fconfig
+from torch._functorch.compile_utils import fx_graph_cse as torch_fx_graph_cse
+from torch.utils.flop_counter import FlopCounterMode as TorchFlopCounterMode
+
+import refimpl
+from refimpl.checkpointing import checkpoint
+from refimpl.cse import fx_graph_cse as refimpl_fx_graph_cse
+from refimpl.flops.counter import FlopCounterMode as RefimplFlopCounterMode
+from refimpl.layout import optimize_layout
+from refimpl.partition.api import compile as refimpl_compile
+from refimpl.partition.api import fresh_entry
 
 
 class RefimplBackend:
@@ -15,41 +26,28 @@ class RefimplBackend:
 
     @property
     def version(self) -> str:
-        import refimpl
-
         return f"refimpl {refimpl.__version__}"
 
     def fx_graph_cse(self, graph):
-        from refimpl.cse import fx_graph_cse
-
-        return fx_graph_cse(graph)
+        return refimpl_fx_graph_cse(graph)
 
     def flop_counter(self, **kwargs):
-        from refimpl.flops.counter import FlopCounterMode
-
-        return FlopCounterMode(**kwargs)
+        return RefimplFlopCounterMode(**kwargs)
 
     def model_flops(self, model, inputs):
         """Forward FLOPs of ``model(*inputs)``, counted by refimpl's FlopCounterMode."""
-        from refimpl.flops.counter import FlopCounterMode
 
-        with FlopCounterMode(display=False) as counter:
+        with RefimplFlopCounterMode(display=False) as counter:
             model(*inputs)
         return counter.get_total_flops()
 
     def compile(self, fn, *, memory_budget=None):
-        from refimpl.partition.api import compile as refimpl_compile
-
         return refimpl_compile(fn, memory_budget=memory_budget)
 
     def checkpoint(self, module):
-        from refimpl.checkpointing import checkpoint
-
         return checkpoint(module)
 
     def optimize_layout(self, gm, example_inputs):
-        from refimpl.layout import optimize_layout
-
         return optimize_layout(gm, example_inputs)
 
 
@@ -63,20 +61,15 @@ class TorchBackend:
     version = f"torch {torch.__version__}"
 
     def fx_graph_cse(self, graph):
-        from torch._functorch.compile_utils import fx_graph_cse
-
-        return fx_graph_cse(graph)
+        return torch_fx_graph_cse(graph)
 
     def flop_counter(self, **kwargs):
-        from torch.utils.flop_counter import FlopCounterMode
-
-        return FlopCounterMode(**kwargs)
+        return TorchFlopCounterMode(**kwargs)
 
     def model_flops(self, model, inputs):
         """Forward FLOPs of ``model(*inputs)``, counted by torch's FlopCounterMode."""
-        from torch.utils.flop_counter import FlopCounterMode
 
-        with FlopCounterMode(display=False) as counter:
+        with TorchFlopCounterMode(display=False) as counter:
             model(*inputs)
         return counter.get_total_flops()
 
@@ -85,9 +78,7 @@ class TorchBackend:
         graphs per code object and does not guard on the budget, so compiling ``fn`` itself
         again would reuse the first compile's plan (and, past the recompile limit, run
         eagerly); ``fresh_entry`` gives each compile a new code object, as refimpl's does."""
-        import torch._functorch.config as fconfig
 
-        from refimpl.partition.api import fresh_entry
 
         compiled = torch.compile(fresh_entry(fn), backend="aot_eager_decomp_partition")
         budget = 1.0 if memory_budget is None else memory_budget
@@ -101,6 +92,7 @@ class TorchBackend:
         return run
 
     def checkpoint(self, module):
+        # torch.distributed is absent from some torch builds: imported only when asked for
         from torch.distributed._composable import checkpoint
 
         return checkpoint(module)

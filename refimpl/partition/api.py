@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._decomp import core_aten_decompositions
 
 from refimpl.partition.backend import DynamoBackend
 from refimpl.partition.fx_edge import partition_fn
@@ -149,8 +150,8 @@ def memory_efficient_fusion(fn: Callable[..., Any] | nn.Module,
     """As ``functorch.compile.memory_efficient_fusion``, with refimpl's partitioner (budget
     1.0 unless ``options`` says otherwise) and AOTAutograd's default decompositions; the two
     graphs run eagerly."""
+    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
     from functorch.compile import aot_function, aot_module, make_boxed_func
-    from torch._decomp import core_aten_decompositions
 
     if not callable(fn):
         raise TypeError(f"fn must be a callable or an nn.Module, got {type(fn).__name__}")

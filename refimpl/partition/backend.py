@@ -18,6 +18,7 @@ from typing import Any
 
 from torch import fx
 
+import refimpl.layout as layout_pass
 from refimpl.partition.fx_edge import partition_fn
 from refimpl.partition.graph import JointGraph
 from refimpl.partition.mutation import mutated_inputs
@@ -26,6 +27,7 @@ from refimpl.partition.plan import Plan
 
 
 def _decompositions() -> dict:
+    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
     from torch._inductor.compile_fx import select_decomp_table
 
     return select_decomp_table()
@@ -47,6 +49,7 @@ class DynamoBackend:
         self.compiled = 0
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
         from torch._dynamo.backends.common import aot_autograd
         from torch._dynamo.backends.debugging import boxed_nop
 
@@ -54,9 +57,7 @@ class DynamoBackend:
         options = self.options or PartitionOptions.from_torch_config()
         mutated = mutated_inputs(gm, example_inputs)
         if options.optimize_layout:
-            from refimpl.layout import optimize_layout
-
-            gm = optimize_layout(gm, example_inputs)
+            gm = layout_pass.optimize_layout(gm, example_inputs)  # looked up per call
         partition = functools.partial(partition_fn, options=options, on_plan=self.on_plan,
                                       on_graph=self.on_graph, mutated_inputs=mutated)
         return aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop,
@@ -74,6 +75,7 @@ def refimpl_backend(gm: fx.GraphModule, example_inputs: list[Any], **kwargs: Any
 
 def _register() -> None:
     """Register ``"refimpl"`` with dynamo unless the entry point already provides it."""
+    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
     from torch._dynamo.backends import registry
 
     registry._discover_entrypoint_backends()

@@ -50,6 +50,8 @@ except ImportError:  # torch 2.10, 2.11: the same hint, read without a guard
         return hint_int(a, fallback=UNBACKED_FALLBACK if fallback is None else fallback)
 from torch.utils._pytree import tree_leaves, tree_map
 
+from refimpl.flops.formulas import count_flops
+
 
 def is_sym(val: Any) -> bool:
     return isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool)
@@ -104,7 +106,6 @@ def _meta_args(node: fx.Node) -> tuple[tuple, dict]:
 
 def flops_runtime(node: fx.Node) -> float:
     """FLOPs of one call_function node, from the FLOP table (0 for unlisted ops)."""
-    from refimpl.flops.formulas import count_flops
 
     if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
         return 0.0

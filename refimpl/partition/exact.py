@@ -49,9 +49,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from refimpl.partition.cut import needed_by_backward
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_matrix
+
+from refimpl.partition.cut import Cut, cut_of, needed_by_backward
 from refimpl.partition.errors import InfeasibleBudget, PartitionError, SolverTimeLimit
 from refimpl.partition.graph import JointGraph
+from refimpl.partition.mincut import save_set, saves_itself
+from refimpl.partition.options import PartitionOptions
+from refimpl.partition.problem import Problem
 
 
 @dataclass
@@ -71,7 +78,6 @@ class Programme:
 
 def build(graph: JointGraph, banned: set[str], unsavable: set[str]) -> Programme:
     """The rows of the module docstring for ``graph``."""
-    from refimpl.partition.mincut import saves_itself
 
     needed = needed_by_backward(graph)
     nodes = [n for n in graph.forward_side() if n.name in needed and n.role == "forward"]
@@ -98,14 +104,19 @@ def build(graph: JointGraph, banned: set[str], unsavable: set[str]) -> Programme
         r_upper=[0 if v.name in banned else 1 for v in nodes])
 
 
-def solve(graph: JointGraph, bound: int, banned: set[str], unsavable: set[str],
-          time_limit: float) -> set[str]:
-    """The saved set of an optimal plan within ``bound`` bytes (least bytes among optima).
+def solve(problem: Problem, options: PartitionOptions) -> Cut:
+    """An optimal plan within ``problem.bound`` bytes (least bytes among optima).
 
     Raises :class:`InfeasibleBudget` when no plan fits and :class:`SolverTimeLimit` when
-    HiGHS does not prove the optimum within ``time_limit`` seconds."""
-    from refimpl.partition.mincut import save_set
+    HiGHS does not prove the optimum within ``options.solver_time_limit`` seconds."""
+    graph, banned, unsavable = problem.graph, problem.bans.hard, problem.bans.unsavable
+    return cut_of(graph, optimal_saves(graph, problem.bound, banned, unsavable,
+                                       options.solver_time_limit))
 
+
+def optimal_saves(graph: JointGraph, bound: int, banned: set[str], unsavable: set[str],
+                  time_limit: float) -> set[str]:
+    """The saved set of :func:`solve`'s plan (the two MILPs of the module docstring)."""
     problem = build(graph, banned, unsavable)
     n = len(problem.names)
     if n == 0:
@@ -125,9 +136,6 @@ def _milp(problem: Programme, objective: list[float], caps: list[tuple[list[floa
           time_limit: float) -> list[float]:
     """One HiGHS solve: minimise ``objective`` over the rows, with each ``(row, cap)`` of
     ``caps`` as ``row · x <= cap``; the solution vector."""
-    import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import coo_matrix
 
     n = len(problem.names)
     data, ri, ci = [], [], []

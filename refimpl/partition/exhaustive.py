@@ -15,13 +15,17 @@ import itertools
 
 from refimpl.partition.cut import Cut, cut_of, needed_by_backward
 from refimpl.partition.errors import InfeasibleBudget, TooLargeForBrute
-from refimpl.partition.graph import JointGraph
+from refimpl.partition.options import PartitionOptions
+from refimpl.partition.problem import Problem
 
 MAX_BRUTE_CANDIDATES = 16
 
 
-def solve(graph: JointGraph, bound: int, banned: set[str], unsavable: set[str]) -> Cut:
-    """The least-cost valid plan within ``bound`` bytes (module docstring)."""
+def solve(problem: Problem, options: PartitionOptions) -> Cut:
+    """The least-cost valid plan within ``problem.bound`` bytes (module docstring; no option
+    changes it)."""
+    graph, bound = problem.graph, problem.bound
+    banned, unsavable = problem.bans.hard, problem.bans.unsavable
     needed = needed_by_backward(graph)
     candidates = [n.name for n in graph.forward_side() if n.name in needed
                   and n.role == "forward" and n.name not in unsavable]

@@ -14,13 +14,16 @@ This module imports neither the API nor the dynamo backend; both import it.
 
 from __future__ import annotations
 
+import copy
 import operator
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import fx
+from torch.utils._ordered_set import OrderedSet
 
+from refimpl.cse import fx_graph_cse
 from refimpl.partition import cost
 from refimpl.partition.candidates import CHEAP_OPS
 from refimpl.partition.graph import JointGraph, JointNode, TraceError
@@ -181,8 +184,6 @@ def prepare(joint_module: fx.GraphModule, num_fwd_outputs: int, options: Partiti
     plain graph with the estimator's runtimes."""
     joint_module.graph.eliminate_dead_code()
     if options.cse:
-        from refimpl.cse import fx_graph_cse
-
         joint_module.graph = fx_graph_cse(joint_module.graph)  # the setter recompiles
     else:
         joint_module.recompile()
@@ -219,8 +220,8 @@ def partition_fn(joint_module: fx.GraphModule, joint_inputs: Any, *, num_fwd_out
 def extract(joint_module: fx.GraphModule, graph: JointGraph, plan: Plan, num_fwd_outputs: int,
             static_lifetime_input_indices: list[int] | None) -> tuple[fx.GraphModule, ...]:
     """Forward and backward modules that hand over exactly the plan's saved values."""
+    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
     from torch._functorch.partitioners import _extract_fwd_bwd_modules
-    from torch.utils._ordered_set import OrderedSet
 
     nodes = {n.name: n for n in joint_module.graph.nodes}
     chosen = sorted((nodes[name] for name in plan.saved_inputs + plan.saved),
@@ -239,6 +240,7 @@ def trace_joint(fn: Callable[..., Any], *args: Any) -> tuple[fx.GraphModule, int
     """The joint graph AOTAutograd builds for ``fn(*args)`` (no decompositions), and its
     number of forward outputs. ``fn`` runs once (forward only). Raises :class:`TraceError`
     if no input requires grad, so that there is no backward to partition."""
+    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
     from functorch.compile import aot_function, make_boxed_func
 
     leaves = [a for a in torch.utils._pytree.tree_leaves(args) if isinstance(a, torch.Tensor)]
@@ -248,8 +250,6 @@ def trace_joint(fn: Callable[..., Any], *args: Any) -> tuple[fx.GraphModule, int
     captured: list[tuple[fx.GraphModule, int]] = []
 
     def capture(joint, joint_inputs, *, num_fwd_outputs, **kwargs):
-        import copy
-
         captured.append((copy.deepcopy(joint), num_fwd_outputs))
         return partition_fn(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs,
                             options=PartitionOptions(cse=False), **kwargs)

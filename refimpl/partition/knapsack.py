@@ -11,11 +11,23 @@ returns the saved indices in increasing order; none of them ever exceeds ``C``.
             at that runtime).
 ``greedy``  torch-like: take items by runtime per byte, while they fit. Not optimal.
 ``brute``   exhaustive over all ``2^n`` subsets, ``n <= 20``: the oracle's oracle.
+
+:func:`choose_items` runs one of them by name; :func:`solve` is the partition solver of the
+common contract (:mod:`refimpl.partition.problem`): the plan torch's heuristics make.
 """
 
 from __future__ import annotations
 
 import itertools
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from refimpl.partition import candidates
+from refimpl.partition.cut import Cut, cut_of
+from refimpl.partition.mincut import save_set
+from refimpl.partition.options import PartitionOptions
+from refimpl.partition.problem import Problem
 
 MAX_BRUTE_ITEMS = 20
 
@@ -49,8 +61,6 @@ def dp(memories: list[int], runtimes: list[float], capacity: int) -> list[int]:
 
 def ilp(memories: list[int], runtimes: list[float], capacity: int) -> list[int]:
     """Exact mixed-integer programme (scipy HiGHS), best runtime then least memory."""
-    import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
 
     _check(memories, runtimes, capacity)
     n = len(memories)
@@ -101,8 +111,26 @@ def brute(memories: list[int], runtimes: list[float], capacity: int) -> list[int
 SOLVERS = {"dp": dp, "ilp": ilp, "greedy": greedy, "brute": brute}
 
 
-def solve(solver: str, memories: list[int], runtimes: list[float], capacity: int) -> list[int]:
-    """Run the named solver; ``solver`` must be one of :data:`SOLVERS`."""
+def choose_items(solver: str, memories: list[int], runtimes: list[float], capacity: int
+                 ) -> list[int]:
+    """Run the named knapsack solver; ``solver`` must be one of :data:`SOLVERS`."""
     if solver not in SOLVERS:
         raise ValueError(f"solver={solver!r} is not one of {', '.join(SOLVERS)}")
     return SOLVERS[solver](memories, runtimes, capacity)
+
+
+def solve(problem: Problem, options: PartitionOptions) -> Cut:
+    """torch's heuristic plan for ``problem``: the knapsack ``options.solver`` chooses which
+    recompute candidates to save within ``bound - min`` bytes, and a minimum cut with those
+    banned from recompute gives the plan (the ``max`` plan when it fits, the ``min`` plan at
+    budget 0)."""
+    graph, bans = problem.graph, problem.bans
+    if bans.high.bytes <= problem.bound:
+        return bans.high
+    if options.memory_budget == 0:
+        return bans.low
+    items = candidates.items(graph, bans.hard)
+    keep = choose_items(options.solver, [i.bytes for i in items], [i.runtime for i in items],
+                        problem.bound - bans.low.bytes)
+    banned = bans.hard | {items[k].name for k in keep}
+    return cut_of(graph, set(save_set(graph, banned, bans.unsavable)))

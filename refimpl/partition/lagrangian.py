@@ -45,8 +45,10 @@ from refimpl.partition.cut import Cut, cut_of
 from refimpl.partition.errors import InfeasibleBudget
 from refimpl.partition.graph import JointGraph
 from refimpl.partition.mincut import min_cut_saves, saves_itself
+from refimpl.partition.options import PartitionOptions
+from refimpl.partition.problem import Problem
 
-__all__ = ["LagrangianResult", "lagrangian_cut", "parametric_plan"]
+__all__ = ["LagrangianResult", "lagrangian_cut", "parametric_plan", "solve"]
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,12 @@ def _endpoints(search: _Search) -> tuple[_Point, _Point]:
     least_bytes = search.point(total_cost + 1)
     least_cost = search.point(Fraction(1, (total_bytes + 1) * search.units.scale))
     return least_bytes, least_cost
+
+
+def solve(problem: Problem, options: PartitionOptions) -> Cut:
+    """The plan :func:`parametric_plan` chooses for ``problem`` (no option changes it)."""
+    return parametric_plan(problem.graph, problem.bound, problem.bans.hard,
+                           problem.bans.unsavable).cut
 
 
 def parametric_plan(graph: JointGraph, bound: int, banned: set[str], unsavable: set[str]

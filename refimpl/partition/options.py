@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch._functorch.config as fconfig
+
 #: "exact" (the default) and "brute" solve docs/design.md's problem; dp, ilp and greedy are
 #: torch's knapsack heuristics (``activation_memory_budget_solver``), kept for comparison.
 EXACT_SOLVERS = ("exact", "brute")
@@ -76,7 +78,6 @@ class PartitionOptions:
         """Options from ``torch._functorch.config``: ``activation_memory_budget*`` and
         ``cse``. The solver is refimpl's exact one unless
         ``activation_memory_budget_solver`` was set to one of torch's knapsack names."""
-        import torch._functorch.config as fconfig
 
         name = "activation_memory_budget_solver"
         values = {

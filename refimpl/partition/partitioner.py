@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from refimpl.partition import candidates, exact, exhaustive, knapsack
 from refimpl.partition.cut import Cut, cut_of
@@ -27,6 +27,7 @@ from refimpl.partition.graph import JointGraph
 from refimpl.partition.mincut import save_set
 from refimpl.partition.options import PartitionOptions
 from refimpl.partition.plan import Plan
+from refimpl.partition.problem import Bans, Problem
 
 #: relative slack so that a budget written as a byte ratio (28 / 40) reaches its bytes.
 BOUND_SLACK = 1e-9
@@ -39,15 +40,9 @@ def budget_bound(min_bytes: int, max_bytes: int, budget: float) -> int:
     return min(max_bytes, math.floor(min_bytes + budget * span + BOUND_SLACK * span))
 
 
-@dataclass(frozen=True)
-class Bans:
-    """What no plan may recompute (``hard``) or save (``unsavable``), and the ``min`` and
-    ``max`` plans every budget is measured against."""
-
-    hard: set[str]
-    unsavable: set[str]
-    low: Cut
-    high: Cut
+#: ``options.solver`` -> the module whose ``solve(problem, options) -> Cut`` chooses the cut.
+SOLVER_MODULES = {"exact": exact, "brute": exhaustive,
+                  "dp": knapsack, "ilp": knapsack, "greedy": knapsack}
 
 
 def bans_and_bounds(graph: JointGraph) -> Bans:
@@ -81,24 +76,11 @@ def choose_many(graph: JointGraph, budgets: Sequence[float], options: PartitionO
 
 
 def _solve(graph: JointGraph, options: PartitionOptions, bans: Bans, bound: int) -> Cut:
-    """The cut ``options.solver`` chooses within ``bound`` bytes."""
-    budget = options.memory_budget
-    if budget == 1:
+    """The cut ``options.solver`` chooses within ``bound`` bytes (budget 1: the ``max`` plan,
+    whatever the solver)."""
+    if options.memory_budget == 1:
         return bans.high
-    if options.solver == "exact":
-        saved = exact.solve(graph, bound, bans.hard, bans.unsavable, options.solver_time_limit)
-        return cut_of(graph, saved)
-    if options.solver == "brute":
-        return exhaustive.solve(graph, bound, bans.hard, bans.unsavable)
-    if bans.high.bytes <= bound:
-        return bans.high
-    if budget == 0:
-        return bans.low
-    items = candidates.items(graph, bans.hard)
-    keep = knapsack.solve(options.solver, [i.bytes for i in items],
-                          [i.runtime for i in items], bound - bans.low.bytes)
-    banned = bans.hard | {items[k].name for k in keep}
-    return cut_of(graph, set(save_set(graph, banned, bans.unsavable)))
+    return SOLVER_MODULES[options.solver].solve(Problem(graph, bans, bound), options)
 
 
 def _plan(graph: JointGraph, options: PartitionOptions, cut: Cut, lo: int, hi: int,

@@ -4,7 +4,7 @@ provides it on GPU). Both give a compiled module and what says a conversion happ
 properties judge the two forms alike.
 
 Invariant: the conversion is never the backend's report about itself: for a pass it is read
-off the values the returned graph computes (:func:`refimpl.testing.layout.converted_values`);
+off the values the returned graph computes (:func:`refimpl.expect.layout.converted_values`);
 for a compiler it is the decision the compiler took on its graph, recorded as it compiled.
 """
 
@@ -14,9 +14,9 @@ import torch
 from hypothesis import reject
 from torch import fx
 
+from refimpl.expect.layout import compile_with, converted_values
 from refimpl.oracle import component
 from refimpl.oracle.backend import provided_by
-from refimpl.testing.layout import compile_with, converted_values
 
 __all__ = ["layout_compile", "layout_converts"]
 

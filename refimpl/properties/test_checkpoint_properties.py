@@ -2,7 +2,7 @@
 
 Every expectation is independent of the checkpoint under test: the unwrapped model run eagerly
 (gradients, RNG stream, autocast), and the hand prediction of
-:func:`refimpl.testing.checkpoint.predict_saved` read with the meter (saved bytes).
+:func:`refimpl.expect.checkpoint.predict_saved` read with the meter (saved bytes).
 
 * Gradients of parameters and input equal the unwrapped model's bit for bit (CPU), and the
   caller's RNG stream after the step is the unwrapped run's.
@@ -15,7 +15,7 @@ Every expectation is independent of the checkpoint under test: the unwrapped mod
 * Buffers (a batchnorm's running statistics) after a training step are torch's composable
   checkpoint's: a batchnorm's forward updates them once per run, and a checkpointed call runs
   its forward again when recomputed, up to its last saved tensor (torch's early stop)
-  (:func:`refimpl.testing.checkpoint.expected_buffers`; docs/design.md, "Buffers"). Stacks
+  (:func:`refimpl.expect.checkpoint.expected_buffers`; docs/design.md, "Buffers"). Stacks
   come from ``stacks_with_buffers()``.
 * A recomputation that saves tensors of other shapes than the forward (its input doubled in
   the backward) raises ``torch.utils.checkpoint.CheckpointError`` (or a subclass), where the
@@ -36,15 +36,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from torch.utils._pytree import tree_map
 
-from refimpl.oracle import component
-from refimpl.strategies.modules import (
-    ModuleStack,
-    MultiInput,
-    candidate_paths,
-    module_stacks,
-    stacks_with_buffers,
-)
-from refimpl.testing.checkpoint import (
+from refimpl.expect.checkpoint import (
     COMPOSABLE,
     CheckpointPromise,
     Prediction,
@@ -58,7 +50,15 @@ from refimpl.testing.checkpoint import (
     wrap_forward,
     wrapped,
 )
-from refimpl.testing.reach import note, reach
+from refimpl.oracle import component
+from refimpl.properties.reach import note, reach
+from refimpl.strategies.modules import (
+    ModuleStack,
+    MultiInput,
+    candidate_paths,
+    module_stacks,
+    stacks_with_buffers,
+)
 
 
 def promise_of(backend) -> CheckpointPromise:

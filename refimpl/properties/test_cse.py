@@ -7,7 +7,7 @@ bits (``0.0``/``-0.0``, ``nan``/``-nan``, ``inf``). Each expectation is independ
 the original graph run eagerly from the same RNG seed (values, outputs, inputs after the run,
 aliasing), and the never-merged nodes as the generator recorded them.
 
-Reach (``refimpl.testing.reach``): an example reaches when the backend merged something, or
+Reach (``refimpl.properties.reach``): an example reaches when the backend merged something, or
 when a naive CSE would have merged something (so the backend made or refused a merge).
 A failure prints the GraphSpec, which rebuilds the graph: ``spec.traced()``,
 ``spec.example_inputs()``.
@@ -18,10 +18,10 @@ from __future__ import annotations
 from hypothesis import given
 from torch import fx
 
-from refimpl.cse.soundness import bitwise_equal, naive_duplicates, unsound_reasons
+from refimpl.expect.cse_soundness import bitwise_equal, naive_duplicates, unsound_reasons
 from refimpl.oracle import component
+from refimpl.properties.reach import reach
 from refimpl.strategies import FAMILIES, GraphOptions, never_merged_names, op_graphs
-from refimpl.testing.reach import reach
 
 DETERMINISTIC = GraphOptions(
     families=tuple(f for f in FAMILIES if f not in ("random", "inplace_random")))

@@ -22,11 +22,11 @@ from __future__ import annotations
 from hypothesis import given
 from torch import fx
 
-from refimpl.cse.soundness import naive_duplicates
+from refimpl.expect.cse_soundness import naive_duplicates
 from refimpl.oracle import component
+from refimpl.properties.reach import reach
 from refimpl.strategies import GraphOptions, never_merged_names, op_graphs
 from refimpl.strategies.graphs import annotate
-from refimpl.testing.reach import reach
 
 #: pure, deterministic families; ``clone`` (two clones are two storages) and ``clamp`` (its
 #: bounds mix 1, 1.0 and True) left out.

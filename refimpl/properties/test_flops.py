@@ -2,7 +2,7 @@
 
 Each property records its reach once per example: whether the op family under test ran and
 was counted (> 0). Expected values are hand derivations written here or in
-refimpl.testing.flop_derivations, never refimpl's formula table. Run against torch with
+refimpl.expect.flops, never refimpl's formula table. Run against torch with
 ``pytest refimpl/properties/test_flops.py --refimpl-target torch``: the grouped-convolution and the
 fused-inference properties fail on torch (docs/findings.md). The properties that need
 ``uncounted_ops()`` (refimpl's extension of torch's API) skip, visibly, for a counter
@@ -18,13 +18,13 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from refimpl.expect.flops import FlopDerivation
 from refimpl.oracle import component
+from refimpl.properties.reach import reach
 from refimpl.strategies.conv import ConvConfig, conv_configs
 from refimpl.strategies.flop_programs import arithmetic_calls, free_programs
 from refimpl.strategies.fused import fused_cases
 from refimpl.strategies.matmul import MatmulCase, matmul_cases
-from refimpl.testing.flop_derivations import FlopDerivation
-from refimpl.testing.reach import reach
 
 aten = torch.ops.aten
 CORE_MM = st.sampled_from(["mm", "addmm", "bmm", "baddbmm"])
@@ -132,14 +132,14 @@ def test_same_program_twice_counts_twice(refimpl_backend, cfg):
 def test_fused_inference_paths_count_the_same_math(refimpl_backend, case, fast_mode):
     """Every torch.nn module with a fused inference path, under inference_mode or eval +
     no_grad (fused ops) and with autograd on (unfused: linear layers and attention), against
-    the per-module derivation (refimpl.testing.flop_derivations)."""
+    the per-module derivation (refimpl.expect.flops)."""
     module, inputs = case.build(), case.inputs()
     fused = counted(refimpl_backend, lambda: case.run(module, inputs), getattr(torch, fast_mode))
     with FlopDerivation(module) as walk:
         unfused = counted(refimpl_backend, lambda: case.run(module, inputs))
     by_op = fused.get_flop_counts().get("Global", {})
     reach(any(by_op.get(op, 0) > 0 for op in case.fused_ops))
-    expected = walk.result().forward
+    expected = walk.result().total_forward()
     assert (fused.get_total_flops(), unfused.get_total_flops()) == (expected, expected), case
 
 

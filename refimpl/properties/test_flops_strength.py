@@ -34,9 +34,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from refimpl.oracle import component
+from refimpl.properties.reach import reach
 from refimpl.strategies.conv import ConvConfig, conv_configs
 from refimpl.strategies.matmul import MATMUL_OPS, matmul_cases
-from refimpl.testing.reach import reach
 
 aten = torch.ops.aten
 

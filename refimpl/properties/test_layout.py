@@ -9,11 +9,11 @@ each device this machine offers (``device``: cuDNN's channels-last kernels are n
 
 Precision: every run a comparison rests on (eager, channels-last eager, float64 and the
 compiled run) runs inside one ``refimpl_precision.applied()`` block (``--refimpl-precision``,
-:mod:`refimpl.testing.precision`): full float32 by default, TF32 on CUDA with ``tf32``. On
+:mod:`refimpl.expect.precision`): full float32 by default, TF32 on CUDA with ``tf32``. On
 CPU, TF32 changes no value.
 
 Reach (each example): a conversion happened: the graph the pass returned computes some value
-channels-last (:func:`refimpl.testing.layout.converted_values`), or the compiler decided to
+channels-last (:func:`refimpl.expect.layout.converted_values`), or the compiler decided to
 convert (:func:`refimpl.properties.layout_component.layout_compile`).
 """
 
@@ -24,18 +24,18 @@ import copy
 import torch
 from hypothesis import given
 
-from refimpl.oracle import component
-from refimpl.properties.layout_component import layout_compile
-from refimpl.strategies.device_axis import devices
-from refimpl.strategies.nets import ConvNetSpec, conv_nets
-from refimpl.testing.layout import (
+from refimpl.expect.layout import (
     assert_noise_only,
     converted_values,
     run_channels_last,
     zero_by_construction,
 )
-from refimpl.testing.reach import reach
-from refimpl.testing.same import mismatch
+from refimpl.expect.same import mismatch
+from refimpl.oracle import component
+from refimpl.properties.layout_component import layout_compile
+from refimpl.properties.reach import reach
+from refimpl.strategies.device_axis import devices
+from refimpl.strategies.nets import ConvNetSpec, conv_nets
 
 
 def tensors(out) -> list[torch.Tensor]:

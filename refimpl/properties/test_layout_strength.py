@@ -14,7 +14,7 @@ multipliers below. Training: never with a grouped or an in_out conv, nor when ev
 small; else convert. Conv FLOPs: ``2 * N * out * H_out * W_out * in/groups * kh * kw``.
 
 Whether the pass converted is read off the values its graph computes
-(``refimpl.testing.layout.converted_values``), not off its report; for a compiler (the
+(``refimpl.expect.layout.converted_values``), not off its report; for a compiler (the
 ``inductor`` target on GPU) it is the compiler's own decision on the graph it compiled
 (``refimpl.properties.layout_component.layout_converts``), so there the properties set
 inductor's decision against the rule as refimpl states it. Nets run on each device this
@@ -41,9 +41,9 @@ from hypothesis import strategies as st
 from torch import fx, nn
 
 from refimpl.properties.layout_component import layout_converts
+from refimpl.properties.reach import reach
 from refimpl.strategies.device_axis import devices
 from refimpl.strategies.nets import conv_nets
-from refimpl.testing.reach import reach
 
 #: inductor's channels-last cost per conv class (torch/_inductor/graph.py, decide_layout_opt).
 MULTIPLIER = {"grouped": 1.358, "small": 0.783, "in_out": 0.725, "default": 0.823}

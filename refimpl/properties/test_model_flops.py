@@ -5,7 +5,7 @@ Each example draws a random model of one matmul-class layer family
 conv, transposed conv with groups and output_padding, attention through SDPA,
 MultiheadAttention (also in eval mode under inference_mode: its fused fast path), LSTM,
 GRU) and compares the backend's forward count with an independent hand derivation
-(:mod:`refimpl.testing.model_derivation`), adjusted by the backend's stated conventions
+(:mod:`refimpl.expect.flops`), adjusted by the backend's stated conventions
 (``flop_conventions``: unit, bias, families counted or ignored; refimpl's and torch's: every
 matrix product, nothing else). A family the backend does not count comparably is skipped,
 visibly, with its stated reason; a disagreement beyond the stated conventions fails.
@@ -19,11 +19,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from refimpl.expect.flops import assert_model_flops, derive
 from refimpl.oracle import component
 from refimpl.oracle.targets.flop_peers import conventions_of
+from refimpl.properties.reach import reach
 from refimpl.strategies.flop_models import FLOP_MODEL_FAMILIES, flop_models
-from refimpl.testing.model_derivation import assert_model_flops, derive
-from refimpl.testing.reach import reach
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 import refimpl
 from refimpl.oracle import component, load_backend
 from refimpl.partition.backend import DynamoBackend
+from refimpl.properties.reach import reach
 from refimpl.strategies.programs import KINDS, RANDOM_KINDS, ProgramSpec, programs
-from refimpl.testing.reach import reach
 
 BUDGETS = st.sampled_from([0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5])
 DETERMINISTIC = tuple(kind for kind in KINDS if kind not in RANDOM_KINDS)

@@ -22,10 +22,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from refimpl.expect.partition_expect import assert_same_results, close
 from refimpl.oracle import component
+from refimpl.properties.reach import reach
 from refimpl.strategies.mutating import MutationSpec, mutation_programs
-from refimpl.testing.partition_expect import assert_same_results, close
-from refimpl.testing.reach import reach
 
 BUDGETS = st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])
 SIZES = st.lists(st.integers(2, 16), min_size=3, max_size=4, unique=True)  # 0, 1: specialised

@@ -3,10 +3,10 @@
 Programs come from :func:`refimpl.strategies.programs.programs` (motifs around expensive
 ops: summaries of wide matmuls, fan-out, shared inputs, views of saved storages, random
 ops). Every expectation is independent of refimpl's partitioner
-(:mod:`refimpl.testing.partition_expect`): the brute-force Pareto frontier of the joint
+(:mod:`refimpl.expect.partition_expect`): the brute-force Pareto frontier of the joint
 graph's save-sets, the no-recompute bytes, the meter, eager execution and the no-recompute
 reference run that draws the same random numbers. The reference side of an example is ONE
-trace (:func:`~refimpl.testing.partition_brute.trace_reference`), whatever the budgets.
+trace (:func:`~refimpl.expect.partition_brute.trace_reference`), whatever the budgets.
 
 * the bytes the meter reads stay within ``min + budget x (max - min)`` (min: brute force;
   max: the no-recompute bytes) and never below min; outputs and gradients equal eager's
@@ -17,8 +17,8 @@ trace (:func:`~refimpl.testing.partition_brute.trace_reference`), whatever the b
   plan: budget 0.0 saves exactly the minimum, budget 1.0 no more than the no-recompute
   bytes and no less than the minimum, and each budget the bound built from those two.
 
-Reach (``refimpl.testing.reach``): the budget binds and the bound admits two or more
-Pareto-optimal plans (:meth:`~refimpl.testing.partition_expect.Expected.reached`).
+Reach (``refimpl.properties.reach``): the budget binds and the bound admits two or more
+Pareto-optimal plans (:meth:`~refimpl.expect.partition_expect.Expected.reached`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,8 @@ import torch
 from hypothesis import event, given, reject
 from hypothesis import strategies as st
 
-from refimpl.oracle import component
-from refimpl.strategies.programs import ProgramSpec, programs
-from refimpl.testing.partition_brute import BruteForceRefused, trace_reference
-from refimpl.testing.partition_expect import (
+from refimpl.expect.partition_brute import BruteForceRefused, trace_reference
+from refimpl.expect.partition_expect import (
     Expected,
     assert_same_results,
     assert_saved_within,
@@ -38,7 +36,9 @@ from refimpl.testing.partition_expect import (
     close,
     measured,
 )
-from refimpl.testing.reach import reach
+from refimpl.oracle import component
+from refimpl.properties.reach import reach
+from refimpl.strategies.programs import ProgramSpec, programs
 
 #: budgets where the bound (max: the no-recompute bytes) binds; the sweep covers the rest.
 BUDGETS = st.sampled_from([0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5])

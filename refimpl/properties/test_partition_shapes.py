@@ -10,7 +10,7 @@ raises (``refimpl.compile`` raises rather than run a call without its plan, so a
 that recompiles on every size fails here at the ninth).
 
 Reach: the budget binds on the first call's sizes and the bound admits two or more
-Pareto-optimal plans (:meth:`~refimpl.testing.partition_expect.Expected.reached`), so the
+Pareto-optimal plans (:meth:`~refimpl.expect.partition_expect.Expected.reached`), so the
 plan carried to the other sizes is a real choice.
 """
 
@@ -22,11 +22,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from refimpl.expect.partition_expect import assert_same_results
 from refimpl.oracle import component
+from refimpl.properties.reach import reach
 from refimpl.properties.test_partition_properties import expected_of
 from refimpl.strategies.programs import KINDS, RANDOM_KINDS, programs
-from refimpl.testing.partition_expect import assert_same_results
-from refimpl.testing.reach import reach
 
 CALLS = 10  # distinct batch sizes per compiled function: past the recompile limit (8)
 DETERMINISTIC = programs(kinds=tuple(k for k in KINDS if k not in RANDOM_KINDS))

@@ -84,7 +84,7 @@ class ConvNet(nn.Module):
         super().__init__()
         self.kinds = [layer.kind for layer in spec.layers]
         self.tail = spec.tail
-        # True in the channels-last eager reference (refimpl.testing.layout): the body's
+        # True in the channels-last eager reference (refimpl.expect.layout): the body's
         # output is made contiguous before the tail, where a layout pass restores eager's
         # strides too (eager refuses ``view(-1)`` of a channels-last tensor).
         self.contiguous_tail = False

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import ops
+from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.functional_tensor import FunctionalTensor
 
 from refimpl.flops.formulas.registry import present, register_flop_formula
 
@@ -81,8 +83,6 @@ def dims_bshd(q, k, v) -> AttentionDims:
 def sequence_lengths(offsets: torch.Tensor, max_len: int) -> list[int]:
     """Per-sequence lengths from cumulative offsets; for fake/meta offsets (values unknown)
     every sequence is taken at ``max_len``, an upper bound."""
-    from torch._subclasses.fake_tensor import FakeTensor
-    from torch._subclasses.functional_tensor import FunctionalTensor
 
     if isinstance(offsets, FakeTensor | FunctionalTensor) or offsets.device.type == "meta":
         return [int(max_len)] * (offsets.shape[0] - 1)

@@ -11,7 +11,7 @@ The first three replace the module's ``forward`` on the instance (module hooks s
 checkpoint, as with the composable checkpoint); ``checkpoint-wrapper`` returns a new module
 wrapping the given one, and the properties put it in the module's place.
 
-Each adapter states its promise as data (:class:`~refimpl.testing.checkpoint.CheckpointPromise`,
+Each adapter states its promise as data (:class:`~refimpl.expect.checkpoint.CheckpointPromise`,
 attribute ``checkpoint_promise``): what its forward keeps for backward, and which inputs it
 supports, so a property never fails a target for a saving it does not promise.
 """
@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.utils import checkpoint as tuc
 
-from refimpl.testing.checkpoint import COMPOSABLE, CheckpointPromise
+from refimpl.expect.checkpoint import COMPOSABLE, CheckpointPromise
 
 #: the ops the ``torch-sac`` policy saves (aten op packet names): the matmul family.
 MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
@@ -95,6 +95,7 @@ class CheckpointWrapper(_CheckpointTarget):
     name = "checkpoint-wrapper"
 
     def checkpoint(self, module: nn.Module) -> nn.Module:
+        # torch.distributed is absent from some torch builds: imported only when asked for
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
         return checkpoint_wrapper(module)

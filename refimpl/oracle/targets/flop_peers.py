@@ -13,7 +13,7 @@ a JIT trace or a dispatch mode, mostly in multiply-accumulates (MACs). An adapte
 
 A property compares a peer only where its conventions cover the family under test; a
 disagreement beyond the stated conventions is a finding. Families are the names of
-:data:`refimpl.testing.model_derivation.FAMILIES`.
+:data:`refimpl.expect.flops.FAMILIES`.
 
 Each peer's module (``peer_<name>.py`` beside this one) imports its package at the top, so a
 missing package becomes ``MissingExtra`` naming the extra (see the registry).
@@ -31,7 +31,7 @@ from typing import Any
 
 from torch import nn
 
-from refimpl.testing.model_derivation import FAMILIES, Derivation
+from refimpl.expect.flops import FAMILIES, Derivation
 
 UNITS = {"MAC": 2, "FLOP": 1}  # FLOPs per unit
 

@@ -25,6 +25,7 @@ from typing import ClassVar
 
 import torch
 from torch import fx
+from torch.fx.passes.dialect.common.cse_pass import CSEPass, get_CSE_banned_ops
 
 
 class FxCsePassBackend:
@@ -36,8 +37,6 @@ class FxCsePassBackend:
         "flop_counter", "compile", "checkpoint", "optimize_layout", "model_flops")}
 
     def fx_graph_cse(self, graph: fx.Graph) -> fx.Graph:
-        from torch.fx.passes.dialect.common.cse_pass import CSEPass, get_CSE_banned_ops
-
         module = graph.owning_module
         if module is None:
             module = fx.GraphModule(torch.nn.Module(), graph)

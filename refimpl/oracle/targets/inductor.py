@@ -71,6 +71,7 @@ class InductorBackend:
             "layout_compiler", NOT_AN_FX_PASS)
 
     def compile(self, fn: Callable[..., Any], *, memory_budget: float | None = None):
+        # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
         from torch._inductor.compile_fx import compile_fx
 
         if not callable(fn):
@@ -116,6 +117,7 @@ class InductorLayoutCompiler:
         self.decisions: list[bool] = []
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]):
+        # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
         from torch._inductor.compile_fx import compile_fx
         from torch._inductor.graph import GraphLowering
 

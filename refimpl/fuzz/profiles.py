@@ -16,6 +16,8 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+from refimpl.fuzz.database import make_database
+
 PROFILES = ("dev", "ci", "fuzz")
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -36,8 +38,6 @@ def register_profiles() -> None:
     database = os.environ.get("REFIMPL_FUZZ_DATABASE")
     shared = {}
     if database:
-        from refimpl.fuzz.database import make_database
-
         shared["database"] = make_database(database)
     settings.register_profile("fuzz", parent=base, max_examples=2000, deadline=None,
                               suppress_health_check=_SLOW_OK, **shared)

@@ -6,9 +6,9 @@ It gives a user's suite what refimpl's own suite uses:
 - the ``refimpl_backend`` fixture: that backend, loaded once per session;
 - ``--refimpl-precision`` (``float32``, the default, or ``tf32``) and the
   ``refimpl_precision`` fixture: the float32 arithmetic compared runs use on CUDA
-  (:mod:`refimpl.testing.precision`);
+  (:mod:`refimpl.expect.precision`);
 - a report header line naming the backend, its version and its components, and the
-  Hypothesis profile in force (dev / ci / fuzz, see :mod:`refimpl.testing.profiles`);
+  Hypothesis profile in force (dev / ci / fuzz, see :mod:`refimpl.fuzz.profiles`);
 - ``@pytest.mark.cuda`` tests are skipped, with the reason shown, when no GPU is present;
 - ``@pytest.mark.torch_releases("2.13", ...)`` marks a test that pins one torch release's
   behaviour (a finding, a documented difference): it runs where ``torch.__version__`` starts
@@ -22,9 +22,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from refimpl.expect.precision import PRECISIONS, Precision
+from refimpl.fuzz.profiles import load_selected_profile
 from refimpl.oracle import describe, load_backend, selected_target
-from refimpl.testing.precision import PRECISIONS, Precision
-from refimpl.testing.profiles import load_selected_profile
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -62,7 +62,7 @@ def refimpl_backend(request: pytest.FixtureRequest):
 
 @pytest.fixture(scope="session")
 def refimpl_precision(request: pytest.FixtureRequest) -> Precision:
-    """The precision compared runs use (--refimpl-precision; refimpl.testing.precision)."""
+    """The precision compared runs use (--refimpl-precision; refimpl.expect.precision)."""
     return Precision.named(request.config.getoption("--refimpl-precision"))
 
 

@@ -19,6 +19,8 @@ import torch
 from torch import fx
 from torch.utils._pytree import tree_leaves
 
+from refimpl.layout.backend import make_layout_backend
+
 __all__ = ["compile_with", "converted_values"]
 
 
@@ -61,7 +63,7 @@ def zero_by_construction(fp64: list[Any], rel: float = 1e-9) -> list[bool]:
 
 
 #: How much noisier than eager's own a value zero by construction may come out: dynamo's
-#: accuracy rule allows a compiled result 3x eager's error (refimpl.testing.same).
+#: accuracy rule allows a compiled result 3x eager's error (refimpl.expect.same).
 NOISE_MULTIPLIER = 3.0
 
 
@@ -91,7 +93,6 @@ def run_channels_last(module, x: torch.Tensor, step):
     gets that output made contiguous first (``contiguous_tail``): a layout pass restores
     eager's strides there, and eager itself refuses ``view(-1)`` of a channels-last tensor.
     """
-    import copy
 
     cl_module = copy.deepcopy(module).to(memory_format=torch.channels_last)
     if hasattr(cl_module, "contiguous_tail"):
@@ -103,7 +104,6 @@ def compile_with(pass_fn, module):
     """``module`` compiled with the layout pass ``pass_fn`` on its dynamo graph (then eager
     AOTAutograd), and the list that gets, per graph the pass saw, the names of the values its
     result computes channels-last (empty: no conversion). Dynamo is reset first."""
-    from refimpl.layout.backend import make_layout_backend
 
     seen: list[list[str]] = []
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 from torch import fx
+from torch.utils.flop_counter import flop_registry
 
 #: enumeration is 2**candidates walks; beyond this the derivation refuses.
 MAX_CANDIDATES = 40
@@ -193,8 +194,6 @@ def _banned(node: fx.Node) -> bool:
 
 
 def _flops(node: fx.Node) -> int:
-    from torch.utils.flop_counter import flop_registry
-
     target = node.target
     if not isinstance(target, torch._ops.OpOverload):
         return 0
@@ -268,6 +267,7 @@ def trace_reference(fn: Callable[..., Any], inputs: list[torch.Tensor],
     """Run ``fn(*inputs)`` (forward and backward, RNG seeded with ``seed``) through
     AOTAutograd with inductor's decompositions and the default partition, capturing the
     joint graph. ``inputs`` get their ``.grad`` set."""
+    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
     from functorch.compile import aot_function, make_boxed_func
     from torch._functorch.partitioners import default_partition
     from torch._inductor.compile_fx import select_decomp_table

@@ -14,7 +14,7 @@ with the same float32 arithmetic, stated by a frozen :class:`Precision`:
   contiguous eager, as the seeds judge them.
 - ``Precision(tf32=True)`` (``--refimpl-precision tf32``): as a user with TF32 runs it, TF32
   on for both in every run; the values a converted graph computes are judged against eager
-  run channels-last (:func:`refimpl.testing.layout.run_channels_last`), with TF32 too.
+  run channels-last (:func:`refimpl.expect.layout.run_channels_last`), with TF32 too.
 
 Invariant: :meth:`Precision.applied` sets the two flags on entry and, on exit, restores every
 TF32 setting torch has (the legacy booleans and, where torch has them, the ``fp32_precision``

@@ -1,6 +1,6 @@
 """Expectations for the partition properties, derived without refimpl's partitioner.
 
-Sources: the brute-force Pareto frontier of :mod:`refimpl.testing.partition_brute` (the
+Sources: the brute-force Pareto frontier of :mod:`refimpl.expect.partition_brute` (the
 fewest bytes any valid plan saves; the FLOPs the best plan within a bound recomputes), the
 no-recompute bytes (every storage the backward reads, kept: no sane plan at any budget saves
 more), the meter (:func:`refimpl.measure_saved`) for what a compiled function really keeps,
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from refimpl.testing.partition_brute import Outcome, ReferenceRun
+from refimpl.expect.partition_brute import Outcome, ReferenceRun
+from refimpl.memory import measure_saved
 
 SLACK = 1e-9
 
@@ -112,7 +113,6 @@ def assert_same_results(output, grads, ref_output, ref_grads, why: str,
 def measured(compiled, spec) -> tuple[int, torch.Tensor, list]:
     """(saved bytes by the meter, output, input gradients) of one run of ``compiled`` on
     ``spec``'s inputs, seeded (``manual_seed(0)``) so random draws repeat across runs."""
-    from refimpl.memory import measure_saved
 
     inputs = spec.inputs(0)
     torch.manual_seed(0)

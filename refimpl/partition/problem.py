@@ -1,0 +1,36 @@
+"""The one input every partition solver takes: a joint graph, its bans and a byte bound.
+
+Every solver module (:mod:`.exact`, :mod:`.exhaustive`, :mod:`.knapsack`, :mod:`.lagrangian`)
+exposes ``solve(problem: Problem, options: PartitionOptions) -> Cut``: the plan it chooses
+for ``problem``. Invariant of the contract: the returned cut's ``bytes`` is at most
+``problem.bound`` and it recomputes nothing in ``problem.bans.hard``; a solver that cannot
+meet the bound raises :class:`~refimpl.partition.errors.InfeasibleBudget`, never returns a
+cut over it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from refimpl.partition.cut import Cut
+from refimpl.partition.graph import JointGraph
+
+
+@dataclass(frozen=True)
+class Bans:
+    """What no plan may recompute (``hard``) or save (``unsavable``), and the ``min`` and
+    ``max`` plans every budget is measured against (``low``, ``high``)."""
+
+    hard: set[str]
+    unsavable: set[str]
+    low: Cut
+    high: Cut
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Choose a cut of ``graph`` that keeps at most ``bound`` bytes under ``bans``."""
+
+    graph: JointGraph
+    bans: Bans
+    bound: int

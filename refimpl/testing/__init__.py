@@ -1,1 +1,0 @@
-"""Helpers for test suites: Hypothesis profiles, the accuracy rule, assertion helpers."""
