@@ -15,13 +15,18 @@ trace (:func:`~refimpl.expect.partition_brute.trace_reference`), whatever the bu
   numbers: the draws the forward made are the ones the backward uses;
 * one function compiled at nine budgets, more than dynamo's recompile limit, honours each
   plan: budget 0.0 saves exactly the minimum, budget 1.0 no more than the no-recompute
-  bytes and no less than the minimum, and each budget the bound built from those two.
+  bytes and no less than the minimum, and each budget the bound built from those two; and
+  the saved bytes never rise as the budget falls (monotone: a plan feasible under a smaller
+  bound is feasible under a larger one, so an optimum that breaks ties towards fewer bytes
+  never saves more at the smaller budget; docs/design.md, "The partitioner's problem").
 
 Reach (``refimpl.properties.reach``): the budget binds and the bound admits two or more
 Pareto-optimal plans (:meth:`~refimpl.expect.partition_expect.Expected.reached`).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import torch
 from hypothesis import event, given, reject
@@ -107,7 +112,8 @@ def test_partition_keeps_random_draws(refimpl_backend, spec, budget):
 def test_partition_honours_every_budget_of_one_function(refimpl_backend, spec):
     """ONE function object compiled at each budget of :data:`SWEEP` in turn (no dynamo
     reset): a backend that falls back to eager past dynamo's recompile limit saves eager's
-    bytes at budget 0.0 instead of the minimum."""
+    bytes at budget 0.0 instead of the minimum. The saved bytes never rise as the budget
+    falls."""
     compile_fn = component(refimpl_backend, "compile")
     _, expected = expected_of(spec)
     reach(any(expected.reached(b) for b in SWEEP[1:-1]))
@@ -125,3 +131,7 @@ def test_partition_honours_every_budget_of_one_function(refimpl_backend, spec):
         assert saved[budget] <= bound, (
             f"{why}\nbudget {budget}: expected <= {bound} (min {expected.min_bytes}, the "
             f"budget-1.0 plan's {high}), observed {saved[budget]}")
+    for low, high_budget in itertools.pairwise(SWEEP):
+        assert saved[low] <= saved[high_budget], (
+            f"{why}\nsaved bytes rise as the budget falls: {saved[low]} at budget {low}, "
+            f"{saved[high_budget]} at budget {high_budget}")
