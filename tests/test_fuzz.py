@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from refimpl.fuzz.campaign import INCOMPLETE
 from refimpl.fuzz.options import FuzzOptions
@@ -56,6 +57,14 @@ def report_of(out: Path) -> dict[str, dict]:
     """report.json's properties by test name."""
     rows = json.loads((out / "report.json").read_text())["properties"]
     return {p["nodeid"].split("::")[-1]: p for p in rows}
+
+
+def skipped_for_want_of_cuda(row: dict) -> bool:
+    """A report row of a ``cuda``-marked property skipped on a machine without a GPU (it
+    never reached the target). On a GPU machine no row may say so."""
+    skipped = row["outcome"] == "skipped" and "needs a CUDA device" in (row["reason"] or "")
+    assert not (skipped and torch.cuda.is_available()), f"skipped on a GPU machine: {row}"
+    return skipped
 
 
 @pytest.fixture
