@@ -28,6 +28,7 @@ from refimpl.partition.graph import JointGraph, TraceError
 from refimpl.partition.options import DEFAULT_SOLVER, PartitionOptions
 from refimpl.partition.partitioner import choose_many
 from refimpl.partition.plan import Plan
+from refimpl.partition.region import effective_budget
 
 __all__ = ["compile", "explain", "explain_many", "joint_graph", "memory_efficient_fusion",
            "partition_fn"]
@@ -142,7 +143,8 @@ def explain_many(fn: Callable[..., Any], *args: Any, memory_budgets: Sequence[fl
     for budget in memory_budgets:  # each budget checked before the trace
         _options(budget, runtime_estimator, solver)
     graph, _ = _joint_graph(fn, args, kwargs, options)
-    return choose_many(graph, list(memory_budgets), options)
+    # a region budget on the graph replaces each of them, as it replaces compile's budget
+    return choose_many(graph, [effective_budget(graph, b) for b in memory_budgets], options)
 
 
 def memory_efficient_fusion(fn: Callable[..., Any] | nn.Module,

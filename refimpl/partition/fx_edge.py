@@ -2,7 +2,8 @@
 
 * :func:`joint_graph_from_fx`: an AOTAutograd joint ``GraphModule`` -> plain
   :class:`~refimpl.partition.graph.JointGraph` (roles, bytes, op facts, runtime, and the
-  checkpoint annotations torch records in node meta: ``recompute``, ``ac_graph_id``);
+  checkpoint annotations torch records in node meta: ``recompute``, ``ac_graph_id``, and
+  torch 2.14's region budgets, :mod:`refimpl.partition.region`);
 * :func:`partition_fn`: what AOTAutograd calls with the joint graph: the joint-graph CSE stage
   (``PartitionOptions.cse``), the plain graph, :func:`~refimpl.partition.partitioner.choose`,
   then forward and backward modules extracted by AOTAutograd's own
@@ -17,6 +18,7 @@ from __future__ import annotations
 import copy
 import operator
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -30,6 +32,7 @@ from refimpl.partition.graph import JointGraph, JointNode, TraceError
 from refimpl.partition.options import PartitionOptions
 from refimpl.partition.partitioner import choose
 from refimpl.partition.plan import Plan
+from refimpl.partition.region import effective_budget, region_budget_of
 
 __all__ = ["TraceError", "joint_graph_from_fx", "partition_fn", "trace_joint"]
 
@@ -172,7 +175,7 @@ def joint_graph_from_fx(gm: fx.GraphModule, num_fwd_outputs: int,
             storage=storage[node], fw_required=node in fw_required,
             runtime=runtime_of(node) if roles[node] == "forward" and _priced(info) else 0.0,
             policy=_policy(node), ac_graph_id=node.meta.get("ac_graph_id"),
-            mutated=node in mutated))
+            mutated=node in mutated, region_budget=region_budget_of(node.meta)))
     bw_outputs = [o.name for o in outs[num_fwd_outputs:] if isinstance(o, fx.Node)]
     return JointGraph(nodes, num_fwd_outputs, bw_outputs)
 
@@ -200,7 +203,8 @@ def partition_fn(joint_module: fx.GraphModule, joint_inputs: Any, *, num_fwd_out
                  **_unused: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
     """AOTAutograd partition function: refimpl's plan, as (forward, backward) modules.
 
-    ``options`` defaults to ``PartitionOptions()`` (budget 1.0); ``on_plan`` receives the
+    ``options`` defaults to ``PartitionOptions()`` (budget 1.0; a region budget on the
+    graph replaces it, :func:`~refimpl.partition.region.effective_budget`); ``on_plan`` receives the
     :class:`Plan`, ``on_graph`` the plain :class:`JointGraph` it was made on;
     ``mutated_inputs`` the primal positions the forward writes to in place
     (:func:`refimpl.partition.mutation.mutated_inputs`). Use
@@ -211,6 +215,7 @@ def partition_fn(joint_module: fx.GraphModule, joint_inputs: Any, *, num_fwd_out
     graph = prepare(joint_module, num_fwd_outputs, options, mutated_inputs)
     if on_graph is not None:
         on_graph(graph)
+    options = replace(options, memory_budget=effective_budget(graph, options.memory_budget))
     plan = choose(graph, options)
     if on_plan is not None:
         on_plan(plan)
