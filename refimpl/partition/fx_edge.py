@@ -3,7 +3,7 @@
 * :func:`joint_graph_from_fx`: an AOTAutograd joint ``GraphModule`` -> plain
   :class:`~refimpl.partition.graph.JointGraph` (roles, bytes, op facts, runtime, and the
   checkpoint annotations torch records in node meta: ``recompute``, ``ac_graph_id``, and
-  torch 2.14's region budgets, :mod:`refimpl.partition.region`);
+  torch's region budgets (2.13 on), :mod:`refimpl.partition.region`);
 * :func:`partition_fn`: what AOTAutograd calls with the joint graph: the joint-graph CSE stage
   (``PartitionOptions.cse``), the plain graph, :func:`~refimpl.partition.partitioner.choose`,
   then forward and backward modules extracted by AOTAutograd's own

@@ -15,7 +15,7 @@ Roles (the invariant every later stage relies on):
               work that merely may run early, free in any plan).
 User annotations (``torch.utils.checkpoint`` regions, selective-checkpoint policies) arrive
 as ``policy`` (torch's ``CheckpointPolicy`` name, lower case, or ``""``) and ``ac_graph_id``;
-a ``region_activation_memory_budget`` region (torch >= 2.14) as ``region_budget``
+a ``region_activation_memory_budget`` region (torch 2.13 on) as ``region_budget``
 (:mod:`refimpl.partition.region`).
 """
 
@@ -50,7 +50,7 @@ class JointNode:
     policy: str = ""  # "must_save", "prefer_save", "must_recompute", "prefer_recompute"
     ac_graph_id: int | None = None  # which checkpoint region it belongs to
     mutated: bool = False  # a primal the forward writes to in place (refimpl.partition.mutation)
-    region_budget: float | None = None  # torch >= 2.14's region_activation_memory_budget
+    region_budget: float | None = None  # torch (2.13 on): region_activation_memory_budget
 
     @property
     def must_recompute(self) -> bool:

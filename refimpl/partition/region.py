@@ -1,7 +1,8 @@
-"""Region budgets: ``torch.autograd.graph.region_activation_memory_budget`` (torch >= 2.14).
+"""Region budgets: ``torch.autograd.graph.region_activation_memory_budget``.
 
-Under ``torch.compile``, torch 2.14 records the budget of the region a forward op was traced in
-as a float in the op's FX meta (``meta["custom"][MEMORY_BUDGET_ANNOTATION_KEY]``, the key
+torch 2.13.0 and 2.14.1 have the API (2.10 does not). Under ``torch.compile``, torch records
+the budget of the region a forward op was traced in as a float in the op's FX meta
+(``meta["custom"][MEMORY_BUDGET_ANNOTATION_KEY]``, the key
 ``torch.fx.traceback`` names); AOTAutograd copies it onto the joint graph's nodes. torch's
 partitioner applies ONE budget per joint graph, so a region budget is a graph-wide override:
 
