@@ -14,13 +14,14 @@ budget 25% (0%).
 from __future__ import annotations
 
 import functools
+import itertools
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
 from refimpl.expect.partition_brute import BruteForceRefused, trace_reference
-from refimpl.strategies.programs import KINDS, MOTIFS, ProgramSpec, programs
+from refimpl.strategies.programs import KINDS, MOTIFS, REGION_POLICIES, ProgramSpec, programs
 from tests.finding import find_example
 
 SAMPLE = 60
@@ -145,3 +146,45 @@ def test_knapsack_heuristic_misses_the_optimum_in_a_good_share():
                          for k, b in zip(knap, best)))
     got = share(worse)
     assert got >= 0.2, f"share where dp misses the optimum: expected >= 0.2, observed {got:.2f}"
+
+
+@pytest.mark.parametrize("policy", REGION_POLICIES)
+def test_strategy_draws_every_region_policy(policy):
+    spec = find_example(programs(user_regions=1.0),
+                        lambda s: any(r.policy == policy for r in s.regions), max_examples=300)
+    assert any(r.policy == policy for r in spec.regions)
+
+
+def test_strategy_draws_no_region_by_default():
+    spec = find_example(programs(), lambda s: len(s.steps) > 3, max_examples=100)
+    assert spec.regions == ()
+
+
+def test_strategy_rejects_a_bad_region_probability():
+    with pytest.raises(ValueError, match=r"user_regions=1.5"):
+        find_example(programs(user_regions=1.5), lambda s: True)
+
+
+@given(spec=programs(user_regions=1.0))
+def test_regions_are_well_formed_and_change_no_result(spec):
+    """Regions hold consecutive steps, never a random or in-place one, a nested region lies
+    inside its outer one; eager results equal those of the same steps without regions."""
+    for r in spec.regions:
+        assert 0 <= r.start < r.stop <= len(spec.steps)
+        assert not {s.kind for s in spec.steps[r.start:r.stop]} & {"dropout", "rand",
+                                                                   "inplace"}
+        assert r.inner is None or r.start < r.inner[0] < r.inner[1] <= r.stop
+    spans = sorted((r.start, r.stop) for r in spec.regions)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
+    plain = ProgramSpec(spec.n, spec.width, spec.steps, spec.outputs)
+    results = []
+    for program in (spec, plain):
+        inputs = program.inputs(0)
+        torch.manual_seed(0)
+        out = program.make()(*inputs)
+        out.backward()
+        results.append((out.detach(), [x.grad for x in inputs]))
+    (out, grads), (plain_out, plain_grads) = results
+    assert torch.allclose(out, plain_out), (str(spec), out, plain_out)
+    for g, p in zip(grads, plain_grads):
+        assert (g is None) == (p is None) and (g is None or torch.allclose(g, p)), str(spec)

@@ -57,6 +57,8 @@ class FwdNode:
     storage: int  # index of the node owning its storage (itself unless a view)
     bytes: int  # bytes of the storage it owns (0 for views, primals and their views)
     flops: int  # torch's FLOP formula for the op (0 without one)
+    policy: str = ""  # a checkpoint region's mark: CheckpointPolicy's name, lower case
+    region: int | None = None  # the checkpoint region's id (``ac_graph_id``)
 
 
 @dataclass(frozen=True)
@@ -205,14 +207,26 @@ def _flops(node: fx.Node) -> int:
     return int(formula(*args, **kwargs, out_val=node.meta["val"]))
 
 
+def _policy(node: fx.Node) -> str:
+    """The checkpoint mark torch put on ``node`` (``meta["recompute"]``), lower case."""
+    mark = node.meta.get("recompute")
+    return "" if mark is None else mark.name.lower()
+
+
 def _nbytes(val: Any) -> int:
     if not isinstance(val, torch.Tensor):
         return 0
     return val.untyped_storage().nbytes()
 
 
-def save_problem(gm: fx.GraphModule, num_fwd_outputs: int) -> SaveProblem:
-    """The forward side of an AOTAutograd joint graph (module docstring)."""
+def save_problem(gm: fx.GraphModule, num_fwd_outputs: int,
+                 outputs_read: bool = True) -> SaveProblem:
+    """The forward side of an AOTAutograd joint graph (module docstring). With
+    ``outputs_read`` (the default, as the plain properties were calibrated) the forward
+    outputs count as read by the backward, since the joint graph's output node depends on
+    the tangents; this costs plans recompute FLOPs, never bytes. Without it only the
+    backward's real reads and the gradients count (a ban on a node the outputs need would
+    otherwise force a save the backward does not need)."""
     backward: set[fx.Node] = set()
     for node in gm.graph.nodes:
         tangent = node.op == "placeholder" and "tangents" in str(node.target)
@@ -234,10 +248,12 @@ def save_problem(gm: fx.GraphModule, num_fwd_outputs: int) -> SaveProblem:
             primal=primal, banned=_banned(n), savable=isinstance(n.meta.get("val"),
                                                                  torch.Tensor),
             storage=storage, bytes=0 if (view or input_alias) else _nbytes(n.meta.get("val")),
-            flops=0 if primal else _flops(n)))
+            flops=0 if primal else _flops(n), policy=_policy(n),
+            region=n.meta.get("ac_graph_id")))
     output = next(iter(gm.graph.find_nodes(op="output")))
     grads = torch.utils._pytree.tree_leaves(output.args)[num_fwd_outputs:]
-    reads = [index[i] for n in backward for i in n.all_input_nodes if i in index]
+    reads = [index[i] for n in backward for i in n.all_input_nodes
+             if i in index and (outputs_read or n.op != "output")]
     reads += [index[g] for g in grads if isinstance(g, fx.Node) and g in index]
     return SaveProblem(tuple(nodes), tuple(dict.fromkeys(reads)))
 

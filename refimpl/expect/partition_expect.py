@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from refimpl.expect.partition_brute import Outcome, ReferenceRun
+from refimpl.expect.partition_brute import Outcome, ReferenceRun, SaveProblem
 from refimpl.memory import measure_saved
 
 SLACK = 1e-9
@@ -44,7 +44,11 @@ class Expected:
 
     @classmethod
     def of(cls, run: ReferenceRun) -> Expected:
-        return cls(tuple(run.problem.plans()), run.problem.save_everything().bytes)
+        return cls.of_problem(run.problem)
+
+    @classmethod
+    def of_problem(cls, problem: SaveProblem) -> Expected:
+        return cls(tuple(problem.plans()), problem.save_everything().bytes)
 
     @property
     def frontier(self) -> list[Outcome]:

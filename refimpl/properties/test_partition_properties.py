@@ -20,8 +20,13 @@ trace (:func:`~refimpl.expect.partition_brute.trace_reference`), whatever the bu
   bound is feasible under a larger one, so an optimum that breaks ties towards fewer bytes
   never saves more at the smaller budget; docs/design.md, "The partitioner's problem").
 
+* programs with user checkpoint regions (plain, selective, nested) save the bytes of some
+  plan that honours the regions (:mod:`refimpl.expect.partition_regions`), and give
+  eager's gradients.
+
 Reach (``refimpl.properties.reach``): the budget binds and the bound admits two or more
-Pareto-optimal plans (:meth:`~refimpl.expect.partition_expect.Expected.reached`).
+Pareto-optimal plans (:meth:`~refimpl.expect.partition_expect.Expected.reached`); for the
+regions property, the regions move the fewest or the most bytes a valid plan keeps.
 """
 
 from __future__ import annotations
@@ -41,14 +46,19 @@ from refimpl.expect.partition_expect import (
     close,
     measured,
 )
+from refimpl.expect.partition_regions import honouring, trace_with_regions
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
-from refimpl.strategies.programs import ProgramSpec, programs
+from refimpl.strategies.programs import KINDS, RANDOM_KINDS, ProgramSpec, programs
 
 #: budgets where the bound (max: the no-recompute bytes) binds; the sweep covers the rest.
 BUDGETS = st.sampled_from([0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5])
 SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)  # 9: past the recompile limit (8)
 RANDOM_PROGRAMS = programs(require_random=True)
+#: programs with checkpoint regions, without random ops (the compiled random stream is not
+#: eager's; :func:`test_partition_keeps_random_draws` covers random ops).
+REGION_PROGRAMS = programs(kinds=tuple(k for k in KINDS if k not in RANDOM_KINDS),
+                           user_regions=1.0)
 
 
 def reproducer(spec: ProgramSpec, **extra) -> str:
@@ -135,3 +145,46 @@ def test_partition_honours_every_budget_of_one_function(refimpl_backend, spec):
         assert saved[low] <= saved[high_budget], (
             f"{why}\nsaved bytes rise as the budget falls: {saved[low]} at budget {low}, "
             f"{saved[high_budget]} at budget {high_budget}")
+
+
+def check_user_regions(backend, spec: ProgramSpec, budget: float) -> None:
+    """The target honours the user's checkpoint regions (module docstring of
+    :mod:`refimpl.expect.partition_regions`) at ``budget`` and at 1.0 (where a backend
+    that drops the regions keeps the expensive values inside them): what it saves is the
+    bytes of some plan that honours the regions, and its output and gradients equal eager's
+    (the programs hold no random op)."""
+    compile_fn = component(backend, "compile")
+    problem = trace_with_regions(spec.make(), spec.inputs(0))
+    try:
+        honoured = Expected.of_problem(honouring(problem))
+        plain = Expected.of_problem(problem)
+    except BruteForceRefused:
+        event("brute force refused: too many save candidates")
+        reject()
+    # the regions mattered: they move the fewest or the most bytes a valid plan keeps
+    reach((honoured.min_bytes, honoured.no_recompute_bytes)
+          != (plain.min_bytes, plain.no_recompute_bytes))
+    fn = spec.make()
+    sizes = sorted({o.bytes for o in honoured.plans})
+    for b in sorted({budget, 1.0}):
+        torch._dynamo.reset()
+        saved, out, grads = measured(compile_fn(fn, memory_budget=b), spec)
+        why = reproducer(spec, budget=b, backend=backend.name)
+        assert saved in sizes, (
+            f"{why}\nsaved bytes: expected the bytes of a plan that honours the checkpoint "
+            f"regions, one of {sizes} (without the regions the plans keep "
+            f"{sorted({o.bytes for o in plain.plans})}), observed {saved}")
+        inputs = spec.inputs(0)
+        eager = fn(*inputs)
+        eager.backward()
+        assert_same_results(out, grads, eager.detach(), [x.grad for x in inputs], why,
+                            "eager")
+
+
+@given(spec=REGION_PROGRAMS, budget=st.sampled_from([0.0, 0.25, 0.5]))
+def test_partition_honours_user_checkpoint_regions(refimpl_backend, spec, budget):
+    """Programs with ``torch.utils.checkpoint`` regions (plain, a selective policy that
+    saves matmuls, nested): a backend that drops the regions saves values the user asked
+    to recompute, or recomputes a must-save matmul; either way it keeps bytes no plan that
+    honours the regions keeps."""
+    check_user_regions(refimpl_backend, spec, budget)

@@ -39,17 +39,36 @@ no later step reads is an output, so nothing is dead. The program returns
 ``sum(v.sum() for v in outputs)``, a scalar. ``spec.make()`` returns the callable
 ``fn(x, *weights)``; ``spec.inputs(seed)`` makes fresh inputs from a seed; ``str(spec)``
 prints the program for a reproducer.
+
+User checkpoint regions (``programs(user_regions=p)``; ``p`` defaults to 0, so the plain
+properties see plain programs): with probability ``p`` a program wraps one or two spans of
+consecutive steps, each starting at an expensive op, in
+``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)`` (:class:`Region`). A region's
+policy is ``plain`` (everything in it recomputed), ``save_mm`` (a selective-checkpoint
+policy from ``create_selective_checkpoint_contexts``: ``aten.mm`` MUST_SAVE, every other op
+PREFER_RECOMPUTE), or ``nested`` (a plain region holding a plain inner region over its tail).
+Random and in-place steps stay outside regions (recomputing a random op inside a region is
+the random properties' business, and torch refuses in-place ops under a selective policy).
+A region's body takes every earlier value and every weight as arguments and returns the
+values it makes, so the recompute reads nothing from an iterator or a closure.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
 from hypothesis import strategies as st
 from torch.nn import functional as F
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+)
 
-__all__ = ["KINDS", "MOTIFS", "RANDOM_KINDS", "ProgramSpec", "Step", "programs"]
+__all__ = ["KINDS", "MOTIFS", "RANDOM_KINDS", "REGION_POLICIES", "ProgramSpec", "Region",
+           "Step", "programs"]
 
 KINDS = ("mm", "pointwise", "binary", "reduction", "summary", "view", "conv", "attention",
          "dropout", "rand", "inplace")
@@ -60,6 +79,9 @@ POINTWISE = {"cos": torch.cos, "sin": torch.sin, "tanh": torch.tanh,
              "sigmoid": torch.sigmoid, "relu": torch.relu, "gelu": F.gelu}
 #: pointwise ops whose backward reads their input (relu's reads its output's sign only).
 NONLINEAR = ("cos", "sin", "tanh", "sigmoid")
+REGION_POLICIES = ("plain", "save_mm", "nested")
+#: step kinds a region never holds (module docstring).
+OUTSIDE_REGIONS = ("dropout", "rand", "inplace")
 
 
 @dataclass(frozen=True)
@@ -75,11 +97,31 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Region:
+    """Steps ``start`` to ``stop - 1`` (step indices; step ``i`` makes value ``i + 1``) run
+    inside one checkpoint region of ``policy`` (:data:`REGION_POLICIES`); ``inner`` is the
+    nested region's span, for ``policy == "nested"``."""
+
+    start: int
+    stop: int
+    policy: str = "plain"
+    inner: tuple[int, int] | None = None
+
+
+def _save_mm(ctx, op, *args, **kwargs):
+    """The ``save_mm`` selective-checkpoint policy: save matmuls, recompute the rest."""
+    if op is torch.ops.aten.mm.default:
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+@dataclass(frozen=True)
 class ProgramSpec:
     n: int
     width: int
     steps: tuple[Step, ...]
     outputs: tuple[int, ...]
+    regions: tuple[Region, ...] = ()
 
     def widths(self) -> list[int]:
         return [self.width] + [s.out_width for s in self.steps]
@@ -104,12 +146,44 @@ class ProgramSpec:
         return [(torch.randn(s, generator=gen) / max(1, s[0]) ** 0.5).requires_grad_()
                 for s in shapes]
 
+    def weight_of(self) -> dict[int, int]:
+        """Step index -> the index (among the weights) of the weight it reads."""
+        holders = [i for i, s in enumerate(self.steps) if s.kind in ("mm", "conv")]
+        return {step: k for k, step in enumerate(holders)}
+
     def make(self):
-        """The program as a callable ``fn(x, *weights) -> scalar``."""
+        """The program as a callable ``fn(x, *weights) -> scalar``: the steps in order, the
+        ones in a :class:`Region` inside its checkpoint."""
+        weight_of = self.weight_of()
+        top = [(r.start, r.stop, r.policy, r.inner) for r in self.regions]
+
+        def run(values: list, weights: tuple, start: int, stop: int, regions: list) -> None:
+            """Append the values of steps ``start..stop-1`` to ``values``."""
+            i = start
+            while i < stop:
+                region = next((r for r in regions if r[0] == i), None)
+                if region is None:
+                    step = self.steps[i]
+                    values.append(_apply(step, [values[j] for j in step.reads],
+                                         weights[weight_of[i]] if i in weight_of else None))
+                    i += 1
+                    continue
+                r_start, r_stop, policy, inner = region
+                nested = [(*inner, "plain", None)] if inner else []
+                known = len(values)
+
+                def body(*args, r_start=r_start, r_stop=r_stop, nested=nested, known=known):
+                    inside = list(args[:known])
+                    run(inside, args[known:], r_start, r_stop, nested)
+                    return tuple(inside[known:])
+
+                values.extend(checkpoint(body, *values, *weights, use_reentrant=False,
+                                         **_checkpoint_kwargs(policy)))
+                i = r_stop
+
         def program(x, *weights):
-            values, ws = [x], iter(weights)
-            for step in self.steps:
-                values.append(_apply(step, [values[i] for i in step.reads], ws))
+            values = [x]
+            run(values, weights, 0, len(self.steps), top)
             return sum(values[i].sum() for i in self.outputs)
 
         return program
@@ -120,7 +194,18 @@ class ProgramSpec:
                   f" width={s.out_width}" + (f" c={s.constant}" if s.constant else "")
                   + (f" offset={s.offset}" if s.offset else "")
                   for i, s in enumerate(self.steps)]
+        lines += [f"  checkpoint region {r.policy}: v{r.start + 1}..v{r.stop}"
+                  + (f" (inner region v{r.inner[0] + 1}..v{r.inner[1]})" if r.inner else "")
+                  for r in self.regions]
         return "\n".join(lines)
+
+
+def _checkpoint_kwargs(policy: str) -> dict:
+    if policy not in REGION_POLICIES:
+        raise ValueError(f"policy={policy!r} is not one of {', '.join(REGION_POLICIES)}")
+    if policy == "save_mm":
+        return {"context_fn": functools.partial(create_selective_checkpoint_contexts, _save_mm)}
+    return {}
 
 
 def _summary(step: Step, v: torch.Tensor) -> torch.Tensor:
@@ -129,11 +214,11 @@ def _summary(step: Step, v: torch.Tensor) -> torch.Tensor:
     return {"sum": v.sum, "mean": v.mean}.get(step.variant, v.amax)(1, keepdim=True)
 
 
-def _apply(step: Step, vs: list[torch.Tensor], weights) -> torch.Tensor:
+def _apply(step: Step, vs: list[torch.Tensor], weight: torch.Tensor | None) -> torch.Tensor:
     v = vs[0]
     match step.kind:
         case "mm":
-            return v @ next(weights)
+            return v @ weight
         case "pointwise":
             return POINTWISE[step.variant](v)
         case "binary":
@@ -148,7 +233,7 @@ def _apply(step: Step, vs: list[torch.Tensor], weights) -> torch.Tensor:
                 return torch.stack(v.unbind(0)).cos()
             return v.t().t() if step.variant == "transpose" else v.reshape(-1).reshape(v.shape)
         case "conv":
-            return F.conv1d(v.unsqueeze(1), next(weights), padding=1).squeeze(1)
+            return F.conv1d(v.unsqueeze(1), weight, padding=1).squeeze(1)
         case "attention":
             q = v.unsqueeze(0).unsqueeze(0)
             return F.scaled_dot_product_attention(q, q, q).squeeze(0).squeeze(0)
@@ -280,16 +365,52 @@ def _sinks(spec_steps: list[Step]) -> set[int]:
     return {i for i in range(1, len(spec_steps) + 1) if i not in read}
 
 
+def _region(draw, steps: list[Step], start: int, stop_limit: int) -> Region | None:
+    """A region from step ``start`` (an expensive op) over as many of the next three steps
+    as fit: up to ``stop_limit`` and before any step that stays outside regions (a shorter
+    region mostly leaves the expensive op's reader outside, and changes no plan); None if
+    ``start`` itself must stay outside."""
+    stop = start
+    while stop < stop_limit and stop - start < 4 and steps[stop].kind not in OUTSIDE_REGIONS:
+        stop += 1
+    if stop == start:
+        return None
+    policy = draw(st.sampled_from(REGION_POLICIES))
+    if policy == "nested" and stop - start < 2:
+        policy = "plain"
+    inner = (draw(st.integers(start + 1, stop - 1)), stop) if policy == "nested" else None
+    return Region(start, stop, policy, inner)
+
+
+def _regions(draw, steps: list[Step]) -> tuple[Region, ...]:
+    """One or two disjoint regions, each starting at an expensive step (module docstring)."""
+    starts = [i for i, s in enumerate(steps) if s.kind in EXPENSIVE_KINDS]
+    if not starts:
+        return ()
+    chosen = sorted(set(draw(st.lists(st.sampled_from(starts), min_size=1, max_size=2))))
+    regions: list[Region] = []
+    for k, start in enumerate(chosen):
+        limit = chosen[k + 1] if k + 1 < len(chosen) else len(steps)
+        region = _region(draw, steps, start, limit)
+        if region is not None:
+            regions.append(region)
+    return tuple(regions)
+
+
 @st.composite
 def programs(draw, max_steps: int = 8, max_width: int = 12,
-             kinds: tuple[str, ...] = KINDS, require_random: bool = False) -> ProgramSpec:
+             kinds: tuple[str, ...] = KINDS, require_random: bool = False,
+             user_regions: float = 0.0) -> ProgramSpec:
     """Random differentiable programs (module docstring): motifs until ``max_steps`` steps
     (at least one step); ``kinds`` limits the step kinds; ``require_random`` ends a program
-    without a random op with the random motif (up to three steps past ``max_steps``)."""
+    without a random op with the random motif (up to three steps past ``max_steps``);
+    ``user_regions`` is the probability of drawing checkpoint regions (:class:`Region`)."""
     unknown = set(kinds) - set(KINDS)
     if unknown or not kinds or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"kinds={kinds!r}, max_steps={max_steps!r}: kinds must each be one "
                          f"of {', '.join(KINDS)} and max_steps an int >= 1")
+    if not 0.0 <= user_regions <= 1.0:
+        raise ValueError(f"user_regions={user_regions!r}: a probability in [0, 1]")
     n, width = draw(st.integers(1, 6)), draw(st.integers(1, max_width))
     b = _Builder(width, max_width, tuple(kinds))
     for _ in range(draw(st.integers(2, 4))):
@@ -306,4 +427,7 @@ def programs(draw, max_steps: int = 8, max_width: int = 12,
         _motif(draw, b, "random")
     extra = draw(st.lists(st.integers(1, len(b.steps)), max_size=1))
     outputs = tuple(sorted(_sinks(b.steps) | set(extra)))
-    return ProgramSpec(n, width, tuple(b.steps), outputs)
+    with_regions = user_regions > 0 and (user_regions == 1.0 or draw(
+        st.floats(0.0, 1.0, exclude_max=True)) < user_regions)
+    regions = _regions(draw, b.steps) if with_regions else ()
+    return ProgramSpec(n, width, tuple(b.steps), outputs, regions)
