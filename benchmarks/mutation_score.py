@@ -46,20 +46,30 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from mutation_select import EVERY_TEST, LineTracer, select_tests
+
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The code of each component the oracle must protect (issue 11).
+#: The code of each component the oracle must protect (issues 11 and 21): the FLOP formulas,
+#: the CSE effect rules and keys, the partitioner with every solver, the checkpoint frames and
+#: replay, the layout decision and rewrite.
 MODULES = {
     "flops": ["refimpl/flops/formulas/matmul.py", "refimpl/flops/formulas/conv.py",
-              "refimpl/flops/formulas/attention.py", "refimpl/flops/formulas/rnn.py"],
-    "cse": ["refimpl/cse/effects.py", "refimpl/cse/keys.py"],
+              "refimpl/flops/formulas/attention.py", "refimpl/flops/formulas/rnn.py",
+              "refimpl/flops/formulas/transformer.py"],
+    "cse": ["refimpl/cse/effects.py", "refimpl/cse/keys.py", "refimpl/cse/eliminate.py"],
     "partition": ["refimpl/partition/partitioner.py", "refimpl/partition/mincut.py",
-                  "refimpl/partition/candidates.py", "refimpl/partition/cost.py"],
-    "checkpoint": ["refimpl/checkpointing/frame.py", "refimpl/checkpointing/replay.py"],
-    "layout": ["refimpl/layout/decision.py", "refimpl/layout/rewrite.py"],
+                  "refimpl/partition/candidates.py", "refimpl/partition/cost.py",
+                  "refimpl/partition/exact.py", "refimpl/partition/exhaustive.py",
+                  "refimpl/partition/knapsack.py", "refimpl/partition/lagrangian.py"],
+    "checkpoint": ["refimpl/checkpointing/frame.py", "refimpl/checkpointing/replay.py",
+                   "refimpl/checkpointing/wrapper.py"],
+    "layout": ["refimpl/layout/decision.py", "refimpl/layout/rewrite.py",
+               "refimpl/layout/plan.py"],
 }
 
 #: Operators left out, and why: replacing + - * / with a bit or shift operator, ** or % almost
@@ -98,6 +108,12 @@ EQUIVALENT: dict[str, str] = {
 PRELOADED = ("torch", "torch.fx", "torch._dynamo", "numpy", "scipy")
 
 COPIED = ["refimpl", "conftest.py", "pyproject.toml", "setup.cfg", "benchmarks"]
+#: what the client prints for a mutant no target property executes
+NOT_EXECUTED = "no target property executes the mutated statement"
+#: per-test line coverage of the unmutated suite (:mod:`mutation_select`), in the work folder
+COVERAGE = "coverage.json"
+#: the unmutated copies of the mutated modules, in the work folder
+PRISTINE = "pristine"
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,7 @@ class Mutant:
     operator: str
     occurrence: int
     outcome: str  # killed, survived, incompetent, pending
+    executed: bool = True  # False: no target property executes the mutated statement
 
     @property
     def key(self) -> str:
@@ -144,6 +161,15 @@ def pytest_collection_modifyitems(config, items):
     items[:] = keep
 
 
+def pytest_configure(config):
+    """As a pytest plugin: in the baseline run (``MUTATION_TRACE`` names the component),
+    trace the lines each test executes (:class:`mutation_select.LineTracer`)."""
+    component = os.environ.get("MUTATION_TRACE")
+    if component:
+        work = Path.cwd()
+        config.pluginmanager.register(LineTracer(work, MODULES[component], work / COVERAGE))
+
+
 def killing_args(work: Path, component: str) -> list[str]:
     """pytest's arguments for the component's killing suite (paths relative to ``work``)."""
     files = sorted(p.relative_to(work).as_posix()
@@ -161,11 +187,13 @@ def killing_command(work: Path, component: str, sock: Path, deselect: list[str])
 
 
 def baseline_failures(work: Path, component: str, sock: Path) -> list[str]:
-    """Run the killing suite on the unmutated copy; the node ids of the target properties
-    that fail there (a mutant cannot be judged by a property that fails without it)."""
+    """Run the killing suite on the unmutated copy, tracing each test's lines into
+    ``COVERAGE``; the node ids of the target properties that fail there (a mutant cannot be
+    judged by a property that fails without it)."""
     args = [a for a in killing_args(work, component) if a != "-x"] + ["-rf"]
+    env = dict(environment(work), MUTATION_TRACE=component)
     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--client", str(sock),
-                          "--", *args], cwd=work, env=environment(work), capture_output=True,
+                          "--", *args], cwd=work, env=env, capture_output=True,
                          text=True).stdout
     failed = sorted({line.split()[1] for line in out.splitlines()
                      if line.startswith(("FAILED ", "ERROR ")) and "::" in line})
@@ -232,14 +260,45 @@ def _wait_or_kill(pid: int, conn: socket.socket) -> int | None:
             return None
 
 
+def killing_tests(work: Path, args: list[str]) -> list[str] | None:
+    """The pytest arguments for the mutant now in ``work``: the suite's files replaced by the
+    tests that executed the mutated statement (:func:`mutation_select.select_tests`), fastest
+    first; None when no test did (it survives without a run). Before the baseline's
+    coverage exists (the baseline itself), ``args`` unchanged."""
+    coverage_file = work / COVERAGE
+    if not coverage_file.exists():
+        return args
+    coverage = json.loads(coverage_file.read_text())
+    mutated = [p.relative_to(work / PRISTINE).as_posix()
+               for p in sorted((work / PRISTINE).rglob("*.py"))
+               if p.read_text() != (work / p.relative_to(work / PRISTINE)).read_text()]
+    if len(mutated) != 1:
+        raise SystemExit(f"expected one mutated module in {work}, found {mutated}")
+    path = mutated[0]
+    tests = select_tests(coverage, path, (work / PRISTINE / path).read_text(),
+                   (work / path).read_text())
+    if tests == [EVERY_TEST]:
+        seconds = coverage["seconds"]
+        tests = sorted(seconds, key=lambda test: (seconds[test], test))
+    if not tests:
+        return None
+    return [a for a in args if not a.endswith(".py")] + tests
+
+
 def client(sock: Path, args: list[str]) -> int:
-    """The test command cosmic-ray runs: ask the fork server to run pytest here."""
+    """The test command cosmic-ray runs: ask the fork server to run pytest here, on the
+    tests that can kill the mutant (:func:`killing_tests`)."""
+    selected = killing_tests(Path.cwd(), args)
+    if selected is None:
+        print(f"{NOT_EXECUTED}: survived without a run")
+        return 0
     with tempfile.NamedTemporaryFile("r", suffix=".log") as log:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(str(sock))
-        keep = ("CI", "OMP_NUM_THREADS", "HYPOTHESIS_PROFILE", "REFIMPL_TARGET")
+        keep = ("CI", "OMP_NUM_THREADS", "HYPOTHESIS_PROFILE", "REFIMPL_TARGET",
+                "MUTATION_TRACE")
         env = {k: os.environ[k] for k in keep if k in os.environ}
-        conn.sendall((json.dumps({"cwd": os.getcwd(), "args": args, "env": env,
+        conn.sendall((json.dumps({"cwd": os.getcwd(), "args": selected, "env": env,
                                   "log": log.name}) + "\n").encode())
         reply = conn.makefile().readline()
         print(log.read()[-20000:])
@@ -258,7 +317,7 @@ def start_server(work: Path) -> tuple[subprocess.Popen, Path]:
     return server, sock
 
 
-def copy_tree(work: Path) -> None:
+def copy_tree(work: Path, component: str) -> None:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -269,6 +328,9 @@ def copy_tree(work: Path) -> None:
             shutil.copytree(src, work / name, ignore=ignore)
         elif src.exists():
             shutil.copy2(src, work / name)
+    for path in MODULES[component]:
+        (work / PRISTINE / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(work / path, work / PRISTINE / path)
 
 
 def write_config(work: Path, component: str, timeout: float, sock: Path,
@@ -300,8 +362,27 @@ def cosmic_ray(work: Path, *args: str) -> None:
     subprocess.run([str(exe), *args], cwd=work, env=environment(work), check=True)
 
 
+def stratified(keys: list[str], size: int, seed: int) -> set[int]:
+    """Indices of a seeded sample of ``size`` items, each item keyed by its module: every
+    module first gets ``size // (2 * modules)`` of its items (at least one), the rest of the
+    sample is drawn from all items left. So every module of a component is mutated (a small
+    one, such as a solver, is not left to chance) and most of the sample stays uniform.
+    Invariant: the same keys, size and seed give the same indices."""
+    rng = random.Random(seed)
+    modules = sorted(set(keys))
+    floor = max(1, size // (2 * len(modules))) if modules else 0
+    chosen: set[int] = set()
+    for module in modules:
+        own = [i for i, key in enumerate(keys) if key == module]
+        chosen.update(rng.sample(own, min(floor, len(own), size - len(chosen))))
+    rest = [i for i in range(len(keys)) if i not in chosen]
+    chosen.update(rng.sample(rest, min(size - len(chosen), len(rest))))
+    return chosen
+
+
 def sample(db_path: Path, size: int, seed: int) -> int:
-    """Mark every pending mutant outside the seeded sample as skipped; the sample's size."""
+    """Mark every pending mutant outside the seeded sample (:func:`stratified`, over the
+    mutants sorted by file, position and operator) as skipped; the sample's size."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
@@ -309,8 +390,8 @@ def sample(db_path: Path, size: int, seed: int) -> int:
         pending = sorted(db.pending_work_items, key=lambda item: (
             str(item.mutations[0].module_path), item.mutations[0].start_pos,
             item.mutations[0].operator_name, item.mutations[0].occurrence))
-        chosen = {item.job_id for item in random.Random(seed).sample(
-            pending, min(size, len(pending)))}
+        keys = [Path(item.mutations[0].module_path).as_posix() for item in pending]
+        chosen = {pending[i].job_id for i in stratified(keys, size, seed)}
         for item in pending:
             if item.job_id not in chosen:
                 db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
@@ -333,7 +414,8 @@ def mutants(db_path: Path) -> list[Mutant]:
             spec = item.mutations[0]
             found.append(Mutant(item.job_id, Path(spec.module_path).as_posix(),
                                 spec.start_pos[0], spec.operator_name, spec.occurrence,
-                                _value(result.test_outcome or result.worker_outcome)))
+                                _value(result.test_outcome or result.worker_outcome),
+                                NOT_EXECUTED not in (result.output or "")))
     return sorted(found, key=lambda m: (m.path, m.line, m.operator, m.occurrence))
 
 
@@ -347,7 +429,7 @@ def score(component: str, found: list[Mutant], seconds: float) -> Score:
 def run_component(component: str, work_root: Path, size: int, seed: int,
                   timeout: float) -> Score:
     work = work_root / component
-    copy_tree(work)
+    copy_tree(work, component)
     start = time.monotonic()
     server, sock = start_server(work)
     try:
@@ -383,8 +465,20 @@ def report(scores: list[Score], work_root: Path) -> None:
                 "\n", f"\n  baseline [{s.component}] "))
         for m in mutants(work_root / s.component / "session.sqlite"):
             if m.outcome == "survived":
-                mark = " (equivalent)" if m.key in EQUIVALENT else ""
+                mark = (" (equivalent)" if m.key in EQUIVALENT else "") + (
+                    "" if m.executed else f" ({NOT_EXECUTED})")
                 print(f"  survivor [{s.component}] {m.key}{mark}")
+
+
+def finished(component: str, work_root: Path) -> Score | None:
+    """The figures of a finished session in ``work_root`` (``--report``), or None."""
+    work = work_root / component
+    if not (work / "session.sqlite").exists():
+        print(f"[{component}] no finished session in {work}")
+        return None
+    seconds_file = work / "seconds"
+    seconds = float(seconds_file.read_text()) if seconds_file.exists() else float("nan")
+    return score(component, mutants(work / "session.sqlite"), seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -394,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=40, help="mutants per component")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="components run side by side (each one process at a time)")
     parser.add_argument("--work", type=Path, default=ROOT / ".mutation",
                         help="work folder (copies of the tree, cosmic-ray sessions)")
     parser.add_argument("--report", action="store_true",
@@ -410,19 +506,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in components if c not in MODULES]
     if unknown or not components:
         parser.error(f"--component={args.component!r}: each must be one of {', '.join(MODULES)}")
-    scores = []
-    for component in components:
-        if args.report:
-            work = args.work / component
-            if not (work / "session.sqlite").exists():
-                print(f"[{component}] no finished session in {work}")
-                continue
-            seconds = float((work / "seconds").read_text()) if (work / "seconds").exists() \
-                else float("nan")
-            scores.append(score(component, mutants(work / "session.sqlite"), seconds))
-        else:
-            scores.append(run_component(component, args.work, args.sample, args.seed,
-                                        args.timeout))
+    if args.jobs < 1 or args.sample < 1:
+        parser.error(f"--jobs={args.jobs}, --sample={args.sample}: each must be >= 1")
+    if args.report:
+        scores = [s for s in map(lambda c: finished(c, args.work), components) if s]
+    else:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            scores = list(pool.map(lambda c: run_component(c, args.work, args.sample,
+                                                           args.seed, args.timeout),
+                                   components))
     report(scores, args.work)
     return 0
 
