@@ -50,13 +50,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from mutation_select import EVERY_TEST, LineTracer, select_tests
+from mutation_select import EVERY_TEST, LineTracer, only_annotations, select_tests
 
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The code of each component the oracle must protect (issues 11 and 21): the FLOP formulas,
-#: the CSE effect rules and keys, the partitioner with every solver, the checkpoint frames and
-#: replay, the layout decision and rewrite.
+#: the CSE effect rules and keys, the partitioner with the solvers a target can be asked for
+#: (refimpl's exact default, torch's knapsack heuristics through
+#: ``activation_memory_budget_solver``), the checkpoint frames and replay, the layout decision
+#: and rewrite. Left out: ``exhaustive.py`` (``solver="brute"``, an argument of refimpl's own
+#: ``compile`` that no target shares; tests/test_partition_solvers.py checks it) and
+#: ``lagrangian.py`` (a measured alternative no partitioner calls: benchmarks only).
 MODULES = {
     "flops": ["refimpl/flops/formulas/matmul.py", "refimpl/flops/formulas/conv.py",
               "refimpl/flops/formulas/attention.py", "refimpl/flops/formulas/rnn.py",
@@ -64,8 +68,7 @@ MODULES = {
     "cse": ["refimpl/cse/effects.py", "refimpl/cse/keys.py", "refimpl/cse/eliminate.py"],
     "partition": ["refimpl/partition/partitioner.py", "refimpl/partition/mincut.py",
                   "refimpl/partition/candidates.py", "refimpl/partition/cost.py",
-                  "refimpl/partition/exact.py", "refimpl/partition/exhaustive.py",
-                  "refimpl/partition/knapsack.py", "refimpl/partition/lagrangian.py"],
+                  "refimpl/partition/exact.py", "refimpl/partition/knapsack.py"],
     "checkpoint": ["refimpl/checkpointing/frame.py", "refimpl/checkpointing/replay.py",
                    "refimpl/checkpointing/wrapper.py"],
     "layout": ["refimpl/layout/decision.py", "refimpl/layout/rewrite.py",
@@ -110,6 +113,8 @@ PRELOADED = ("torch", "torch.fx", "torch._dynamo", "numpy", "scipy")
 COPIED = ["refimpl", "conftest.py", "pyproject.toml", "setup.cfg", "benchmarks"]
 #: what the client prints for a mutant no target property executes
 NOT_EXECUTED = "no target property executes the mutated statement"
+#: what the client prints for a mutant that changed only annotations (never evaluated)
+ANNOTATION_ONLY = "equivalent by construction: only an annotation changed"
 #: per-test line coverage of the unmutated suite (:mod:`mutation_select`), in the work folder
 COVERAGE = "coverage.json"
 #: the unmutated copies of the mutated modules, in the work folder
@@ -127,6 +132,7 @@ class Mutant:
     occurrence: int
     outcome: str  # killed, survived, incompetent, pending
     executed: bool = True  # False: no target property executes the mutated statement
+    annotation_only: bool = False  # equivalent by construction (ANNOTATION_ONLY)
 
     @property
     def key(self) -> str:
@@ -260,11 +266,12 @@ def _wait_or_kill(pid: int, conn: socket.socket) -> int | None:
             return None
 
 
-def killing_tests(work: Path, args: list[str]) -> list[str] | None:
+def killing_tests(work: Path, args: list[str]) -> list[str] | str | None:
     """The pytest arguments for the mutant now in ``work``: the suite's files replaced by the
     tests that executed the mutated statement (:func:`mutation_select.select_tests`), fastest
-    first; None when no test did (it survives without a run). Before the baseline's
-    coverage exists (the baseline itself), ``args`` unchanged."""
+    first; None when no test did (it survives without a run); :data:`ANNOTATION_ONLY` when
+    only an annotation changed (equivalent by construction). Before the baseline's coverage
+    exists (the baseline itself), ``args`` unchanged."""
     coverage_file = work / COVERAGE
     if not coverage_file.exists():
         return args
@@ -275,8 +282,10 @@ def killing_tests(work: Path, args: list[str]) -> list[str] | None:
     if len(mutated) != 1:
         raise SystemExit(f"expected one mutated module in {work}, found {mutated}")
     path = mutated[0]
-    tests = select_tests(coverage, path, (work / PRISTINE / path).read_text(),
-                   (work / path).read_text())
+    pristine, mutant = (work / PRISTINE / path).read_text(), (work / path).read_text()
+    if only_annotations(pristine, mutant):
+        return ANNOTATION_ONLY
+    tests = select_tests(coverage, path, pristine, mutant)
     if tests == [EVERY_TEST]:
         seconds = coverage["seconds"]
         tests = sorted(seconds, key=lambda test: (seconds[test], test))
@@ -289,8 +298,8 @@ def client(sock: Path, args: list[str]) -> int:
     """The test command cosmic-ray runs: ask the fork server to run pytest here, on the
     tests that can kill the mutant (:func:`killing_tests`)."""
     selected = killing_tests(Path.cwd(), args)
-    if selected is None:
-        print(f"{NOT_EXECUTED}: survived without a run")
+    if selected is None or selected == ANNOTATION_ONLY:
+        print(f"{selected or NOT_EXECUTED}: survived without a run")
         return 0
     with tempfile.NamedTemporaryFile("r", suffix=".log") as log:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -415,13 +424,15 @@ def mutants(db_path: Path) -> list[Mutant]:
             found.append(Mutant(item.job_id, Path(spec.module_path).as_posix(),
                                 spec.start_pos[0], spec.operator_name, spec.occurrence,
                                 _value(result.test_outcome or result.worker_outcome),
-                                NOT_EXECUTED not in (result.output or "")))
+                                NOT_EXECUTED not in (result.output or ""),
+                                ANNOTATION_ONLY in (result.output or "")))
     return sorted(found, key=lambda m: (m.path, m.line, m.operator, m.occurrence))
 
 
 def score(component: str, found: list[Mutant], seconds: float) -> Score:
     count = lambda outcome: sum(m.outcome == outcome for m in found)
-    equivalent = sum(m.outcome == "survived" and m.key in EQUIVALENT for m in found)
+    equivalent = sum(m.outcome == "survived" and (m.key in EQUIVALENT or m.annotation_only)
+                     for m in found)
     return Score(component, len(found), count("killed"), count("survived"), equivalent,
                  len(found) - count("killed") - count("survived"), seconds)
 
@@ -466,6 +477,7 @@ def report(scores: list[Score], work_root: Path) -> None:
         for m in mutants(work_root / s.component / "session.sqlite"):
             if m.outcome == "survived":
                 mark = (" (equivalent)" if m.key in EQUIVALENT else "") + (
+                    f" ({ANNOTATION_ONLY})" if m.annotation_only else "") + (
                     "" if m.executed else f" ({NOT_EXECUTED})")
                 print(f"  survivor [{s.component}] {m.key}{mark}")
 

@@ -129,6 +129,36 @@ def changed_lines(pristine: str, mutated: str) -> set[int]:
     return changed
 
 
+class _Unannotated(ast.NodeTransformer):
+    """An AST with every annotation removed (arguments, returns, annotated assignments)."""
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        node.annotation = None
+        return node
+
+    def visit_FunctionDef(self, node):
+        node.returns = None
+        return self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AnnAssign:
+        node.annotation = ast.Constant(None)
+        return self.generic_visit(node)
+
+
+def only_annotations(pristine: str, mutated: str) -> bool:
+    """True when the mutation changed annotations only, in a module with
+    ``from __future__ import annotations``: they stay strings, never evaluated, so the
+    mutant is equivalent by construction (no run needed)."""
+    tree = ast.parse(pristine)
+    postponed = any(isinstance(node, ast.ImportFrom) and node.module == "__future__"
+                    and any(alias.name == "annotations" for alias in node.names)
+                    for node in tree.body)
+    strip = lambda source: ast.dump(_Unannotated().visit(ast.parse(source)))
+    return postponed and pristine != mutated and strip(pristine) == strip(mutated)
+
+
 def select_tests(coverage: dict, path: str, pristine: str, mutated: str) -> list[str]:
     """The node ids of the tests that can kill this mutant of ``path``, fastest first
     (module docstring); ``[EVERY_TEST]`` when the change runs at import."""

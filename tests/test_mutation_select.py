@@ -114,3 +114,13 @@ def test_stratified_sample_reaches_every_module_and_repeats():
     # 40 // (2 * 3 modules) = 6 each, at most what a module has
     assert picked.count("solver.py") == 3 and picked.count("tiny.py") == 1
     assert score_mod.stratified(keys, 500, seed=0) == set(range(len(keys)))
+
+
+def test_only_annotations_needs_postponed_annotations():
+    source = "from __future__ import annotations\n\n\ndef f(a: int | None) -> int:\n    return 1\n"
+    assert select_mod.only_annotations(source, source.replace("int | None", "int * None"))
+    assert select_mod.only_annotations(source, source.replace("-> int", "-> str"))
+    assert not select_mod.only_annotations(source, source.replace("return 1", "return 2"))
+    evaluated = source.replace("from __future__ import annotations\n", "")
+    assert not select_mod.only_annotations(evaluated, evaluated.replace("int | None",
+                                                                        "int * None"))

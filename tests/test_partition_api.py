@@ -72,6 +72,18 @@ def test_backend_reads_torch_config():
         (0.25, "ilp", "flops")]
 
 
+def test_backend_solver_is_exact_again_after_a_config_patch():
+    """torch's config.patch restores the default solver by setting it ("dp"), after which
+    torch calls it user-set; refimpl read that as "dp asked for" and ran torch's knapsack for
+    the rest of the process, in every later test of the same worker."""
+    with fconfig.patch(activation_memory_budget_solver="greedy"):
+        assert refimpl.PartitionOptions.from_torch_config().solver == "greedy"
+    plans = []
+    torch._dynamo.reset()
+    torch.compile(chain, backend=DynamoBackend(on_plan=plans.append))(*weights())
+    assert [p.solver for p in plans] == ["exact"]
+
+
 def test_backend_rejects_unknown_config_solver():
     torch._dynamo.reset()
     with fconfig.patch(activation_memory_budget_solver="magic"), \

@@ -17,6 +17,7 @@ from refimpl.flops.counter import FlopCounterMode as RefimplFlopCounterMode
 from refimpl.layout import optimize_layout
 from refimpl.partition.api import compile as refimpl_compile
 from refimpl.partition.api import fresh_entry
+from refimpl.partition.options import PartitionOptions
 
 
 class RefimplBackend:
@@ -42,7 +43,11 @@ class RefimplBackend:
         return counter.get_total_flops()
 
     def compile(self, fn, *, memory_budget=None):
-        return refimpl_compile(fn, memory_budget=memory_budget)
+        """refimpl's partitioner at ``memory_budget``, with the solver torch's partitioner
+        config names (``activation_memory_budget_solver``; refimpl's exact solver while it
+        is unset), so a property that sets torch's config asks both targets the same."""
+        solver = PartitionOptions.from_torch_config().solver
+        return refimpl_compile(fn, memory_budget=memory_budget, solver=solver)
 
     def checkpoint(self, module):
         return checkpoint(module)

@@ -76,15 +76,17 @@ class PartitionOptions:
     @classmethod
     def from_torch_config(cls, **overrides: object) -> PartitionOptions:
         """Options from ``torch._functorch.config``: ``activation_memory_budget*`` and
-        ``cse``. The solver is refimpl's exact one unless
-        ``activation_memory_budget_solver`` was set to one of torch's knapsack names."""
-
+        ``cse``. The solver is refimpl's exact one while ``activation_memory_budget_solver``
+        holds torch's default value (``"dp"``), else the knapsack heuristic it names. The
+        value, not whether it was set, decides: torch's ``config.patch`` restores a default
+        by setting it, after which torch reports the option as user-set for good."""
         name = "activation_memory_budget_solver"
+        solver = getattr(fconfig, name)
+        torch_default = fconfig._config[name].default  # type: ignore[attr-defined]
         values = {
             "memory_budget": fconfig.activation_memory_budget,
             "runtime_estimator": fconfig.activation_memory_budget_runtime_estimator,
-            "solver": (DEFAULT_SOLVER if fconfig._is_default(name)  # type: ignore[attr-defined]
-                       else getattr(fconfig, name)),
+            "solver": DEFAULT_SOLVER if solver == torch_default else solver,
             "cse": fconfig.cse,
         }
         values.update(overrides)

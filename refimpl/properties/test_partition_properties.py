@@ -55,6 +55,9 @@ from refimpl.strategies.programs import KINDS, RANDOM_KINDS, ProgramSpec, progra
 BUDGETS = st.sampled_from([0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5])
 SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)  # 9: past the recompile limit (8)
 RANDOM_PROGRAMS = programs(require_random=True)
+#: torch's knapsack heuristics that ``torch._functorch.config.activation_memory_budget_solver``
+#: selects in refimpl's target too (its default, "dp", selects refimpl's exact solver there)
+TORCH_SOLVERS = ("greedy", "ilp")
 #: programs with checkpoint regions, without random ops (the compiled random stream is not
 #: eager's; :func:`test_partition_keeps_random_draws` covers random ops).
 REGION_PROGRAMS = programs(kinds=tuple(k for k in KINDS if k not in RANDOM_KINDS),
@@ -109,6 +112,16 @@ def check_within_budget_and_exact(backend, spec: ProgramSpec, budget: float) -> 
 @given(spec=programs(), budget=BUDGETS)
 def test_partition_within_budget_and_exact(refimpl_backend, spec, budget):
     check_within_budget_and_exact(refimpl_backend, spec, budget)
+
+
+@given(spec=programs(), budget=BUDGETS, solver=st.sampled_from(TORCH_SOLVERS))
+def test_partition_with_torchs_knapsack_solvers(refimpl_backend, spec, budget, solver):
+    """The same check with torch's ``activation_memory_budget_solver`` set to one of its
+    knapsack heuristics, which a backend that follows torch's partitioner config reads
+    (torch's own does): a heuristic may recompute more than the optimum, it never keeps
+    more bytes than the bound, and the results stay eager's."""
+    with torch._functorch.config.patch(activation_memory_budget_solver=solver):
+        check_within_budget_and_exact(refimpl_backend, spec, budget)
 
 
 @given(spec=RANDOM_PROGRAMS, budget=BUDGETS)
