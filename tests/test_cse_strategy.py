@@ -70,10 +70,12 @@ def test_never_merged_nodes_are_recorded(family, style):
 
 @pytest.mark.parametrize("style", STYLES)
 def test_generator_writes_one_expression_twice(style):
-    """``x.clone().uniform_()`` twice: a repeat that reads the repeat of its input."""
+    """``x.clone().uniform_()`` twice (any in-place draw): a repeat that reads the repeat of
+    its input."""
     def twice(s) -> bool:
         ops = {i + s.num_inputs: n for i, n in enumerate(s.nodes)}
-        return any(a.op == "uniform_" and b.op == "uniform_" and a.inputs != b.inputs
+        return any(VOCABULARY[a.op].family == "inplace_random" and a.op == b.op
+                   and a.inputs != b.inputs
                    and ops.get(a.inputs[0]) == ops.get(b.inputs[0]) is not None
                    for a in s.nodes for b in s.nodes)
     find_example(op_graphs(families=("unary", "inplace_random"), styles=(style,), max_nodes=8),
