@@ -56,11 +56,18 @@ class WriteBetween:
         return self.written == "base"
 
 
-@st.composite
-def write_between_repeats(draw, op: str, side: int = 3) -> WriteBetween:
-    """Graphs of the module docstring's shape, repeating vocabulary op ``op``."""
+def write_between_repeats(op: str, side: int = 3) -> st.SearchStrategy[WriteBetween]:
+    """Graphs of the module docstring's shape, repeating vocabulary op ``op`` on
+    ``(side, side)`` values."""
     if op not in REPEATABLE_OPS:
         raise ValueError(f"op={op!r}: must be one of {REPEATABLE_OPS}")
+    if side < 2:
+        raise ValueError(f"side={side!r} must be >= 2 (the views need two dimensions)")
+    return _write_between(op, side)
+
+
+@st.composite
+def _write_between(draw, op: str, side: int) -> WriteBetween:
     kind = VOCABULARY[op]
     square = Value((side, side))
     nodes: list[NodeSpec] = [NodeSpec("clone", (0,))] if draw(st.booleans()) else []
