@@ -23,6 +23,7 @@ from refimpl.strategies import (
     never_merged_names,
     op_graphs,
 )
+from refimpl.strategies.write_between import WRITTEN, write_between_repeats
 from tests.finding import find_example
 
 _QUICK = {"max_examples": 500, "shrink": False}
@@ -70,10 +71,12 @@ def test_never_merged_nodes_are_recorded(family, style):
 
 @pytest.mark.parametrize("style", STYLES)
 def test_generator_writes_one_expression_twice(style):
-    """``x.clone().uniform_()`` twice: a repeat that reads the repeat of its input."""
+    """``x.clone().uniform_()`` twice (any in-place draw): a repeat that reads the repeat of
+    its input."""
     def twice(s) -> bool:
         ops = {i + s.num_inputs: n for i, n in enumerate(s.nodes)}
-        return any(a.op == "uniform_" and b.op == "uniform_" and a.inputs != b.inputs
+        return any(VOCABULARY[a.op].family == "inplace_random" and a.op == b.op
+                   and a.inputs != b.inputs
                    and ops.get(a.inputs[0]) == ops.get(b.inputs[0]) is not None
                    for a in s.nodes for b in s.nodes)
     find_example(op_graphs(families=("unary", "inplace_random"), styles=(style,), max_nodes=8),
@@ -124,3 +127,27 @@ def test_options_reject_bad_values():
     with pytest.raises(ValueError, match="max_nodes"):
         GraphOptions(max_nodes=0)
     assert set(FAMILIES) >= set(NEVER_MERGED_FAMILIES)
+
+
+def test_write_between_rejects_an_op_it_cannot_repeat():
+    with pytest.raises(ValueError, match="add_"):
+        write_between_repeats("add_")
+    with pytest.raises(ValueError, match="side=1"):
+        write_between_repeats("cos", side=1)
+
+
+@pytest.mark.parametrize("written", WRITTEN)
+def test_write_between_writes_each_value_then_reads_the_other(written):
+    """The write lands on the drawn value (base, first or second repeat), and the read
+    (the only output) reads a repeat that was not written."""
+    drawn = find_example(write_between_repeats("transpose"),
+                         lambda d: d.written == written, **_QUICK)
+    nodes = drawn.spec.nodes
+    base = 1 if nodes[0].op == "clone" else 0
+    first, second = base + 1, base + 2
+    write, read = nodes[-2], nodes[-1]
+    assert nodes[first - 1] == nodes[second - 1] and nodes[first - 1].op == "transpose"
+    assert write.inputs == ({"base": base, "first": first, "second": second}[written],)
+    assert read.inputs == ((first,) if written == "second" else (second,))
+    assert drawn.spec.outputs == (len(nodes),)
+    drawn.spec.traced()(*drawn.spec.example_inputs())

@@ -15,18 +15,27 @@ Reach: the graph has at least one such repeat (a naive duplicate, for the writes
 
 The second property narrows test_cse.py's never-merged check to symbolic_trace graphs dense
 in writes, where an ``inplace=True`` argument is what makes a call write.
+
+The last property draws, for each one-input pure op and view, that op twice, an in-place
+write between the repeat and a read (refimpl.strategies.write_between): equal views of one
+storage are one value whatever is written to it later, so their repeat must go; two fresh
+results may be merged only where neither is written; test_cse.py's judge checks soundness.
 """
 
 from __future__ import annotations
 
+import pytest
+import torch
 from hypothesis import given
+from hypothesis import strategies as st
 from torch import fx
 
-from refimpl.expect.cse_soundness import naive_duplicates
+from refimpl.expect.cse_soundness import naive_duplicates, unsound_reasons
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
 from refimpl.strategies import GraphOptions, never_merged_names, op_graphs
 from refimpl.strategies.graphs import annotate
+from refimpl.strategies.write_between import REPEATABLE_OPS, write_between_repeats
 
 #: pure, deterministic families; ``clone`` (two clones are two storages) and ``clamp`` (its
 #: bounds mix 1, 1.0 and True) left out.
@@ -38,10 +47,11 @@ PURE = GraphOptions(families=("unary", "binary", "constant", "reduction", "list"
 MAYBE_COPY = ("reshape",)
 
 
-def storage(node: fx.Node) -> int:
+def storage(node: fx.Node) -> int | None:
     """The address of the storage of the node's recorded value (all values stay alive in
-    ``meta``, so an address is never reused)."""
-    return node.meta["val"].untyped_storage().data_ptr()
+    ``meta``, so an address is never reused); None for a Python number (a size)."""
+    value = node.meta["val"]
+    return value.untyped_storage().data_ptr() if isinstance(value, torch.Tensor) else None
 
 
 def _name(node: fx.Node) -> str:
@@ -107,3 +117,25 @@ def test_writes_are_never_merged_in_traced_code(refimpl_backend, spec):
     new_graph = component(refimpl_backend, "fx_graph_cse")(gm.graph)
     lost = sorted(never_merged_names(gm.graph) - {n.name for n in new_graph.nodes})
     assert not lost, f"{refimpl_backend.name} removed writes {lost}\n{spec}"
+
+
+@pytest.mark.parametrize("op", REPEATABLE_OPS)
+@given(data=st.data())
+def test_a_write_between_equal_values(refimpl_backend, op, data):
+    """``op`` twice on one base, an in-place write (to the base or to one result), a read of
+    the other result: the backend's result is sound (test_cse.py's judge), and where the merge
+    is sound by hand (a view's repeat; two fresh results when only the base is written,
+    refimpl.strategies.write_between) the repeat is removed."""
+    drawn = data.draw(write_between_repeats(op))
+    gm = drawn.spec.traced()
+    reach(True)
+    new_graph = component(refimpl_backend, "fx_graph_cse")(gm.graph)
+    reasons = unsound_reasons(gm, new_graph, drawn.spec.example_inputs,
+                              must_keep=never_merged_names(gm.graph))
+    assert not reasons, (f"{refimpl_backend.name} fx_graph_cse is unsound: {reasons}\n"
+                         f"{drawn.spec}\nreproduce: gm = spec.traced(); fx_graph_cse(gm.graph)")
+    removed = len(gm.graph.nodes) - len(new_graph.nodes)
+    assert removed >= 1 or not drawn.merge_is_sound, (
+        f"{refimpl_backend.name} fx_graph_cse kept the repeat of {op} (written: "
+        f"{drawn.written}), a sound merge\n{drawn.spec}\n"
+        "reproduce: gm = spec.traced(); fx_graph_cse(gm.graph)")

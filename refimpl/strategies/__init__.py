@@ -18,6 +18,7 @@ strategy.
 | flop_programs | free-op programs and arithmetic with no FLOP formula (``free_programs``) |
 | mutating    | programs that write to an input in place (``mutation_programs``) |
 | device_axis | the device axis: a device type this machine offers (``devices``) |
+| write_between | one op twice, an in-place write, a read (``write_between_repeats``) |
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import importlib
 
 SUBMODULES = ("conv", "matmul", "graphs", "programs", "modules", "nets", "flop_models",
-              "fused", "flop_programs", "mutating", "device_axis")
+              "fused", "flop_programs", "mutating", "device_axis", "write_between")
 
 
 def __getattr__(name: str):

@@ -180,6 +180,14 @@ def _emit_slice_torch(graph: fx.Graph, nodes: list[fx.Node], params: tuple) -> f
     return graph.call_function(operator.getitem, (nodes[0], index))
 
 
+def _emit_scale_by_size_torch(graph: fx.Graph, nodes: list[fx.Node], params: tuple) -> fx.Node:
+    """``x * float(x.size(0))`` as dynamo-style tracing records it: a ``size`` call, the
+    Python-number function ``torch.sym_float`` on its result, an ``operator.mul``."""
+    size = graph.call_method("size", (nodes[0], 0))
+    scale = graph.call_function(torch.sym_float, (size,))
+    return graph.call_function(operator.mul, (nodes[0], scale))
+
+
 def _emit_list(target) -> Emit:
     return lambda g, ns, p: g.call_function(target, (list(ns), p[0]))
 
@@ -204,6 +212,12 @@ _PURE = [
     _unary("gelu", aten.gelu.default, _call(F.gelu)),
     _unary("neg", aten.neg.default, _call(operator.neg)),
     _unary("relu", aten.relu.default, _call(torch.relu)),
+    # F.relu is a Python function whose ``inplace`` parameter defaults to False: not a write
+    _unary("relu_fn", aten.relu.default, _call(F.relu)),
+    # make_fx records the size as a constant; symbolic tracing a size call and sym_float
+    OpKind("scale_by_size", "unary", 1, _any, _call(aten.mul.Tensor, 1),
+           _emit_scale_by_size_torch, _same,
+           lambda vs, consts: st.just((float(vs[0].shape[0]),))),
     _binary("add", aten.add.Tensor, _call(operator.add)),
     _binary("mul", aten.mul.Tensor, _method("mul")),
     _binary("sub", aten.sub.Tensor, _call(torch.sub)),
@@ -289,6 +303,8 @@ _EFFECTS = [
     _inplace_random("bernoulli_", aten.bernoulli_.float, _method("bernoulli_", 1), (0.5,)),
     _inplace_random("exponential_", aten.exponential_.default, _method("exponential_")),
     _inplace_random("random_", aten.random_.to, _method("random_", 1), (4,)),
+    # a Python function outside torch's op namespaces (no schema to read): opaque
+    _inplace_random("init_uniform_", aten.uniform_.default, _call(torch.nn.init.uniform_)),
 ]
 _KINDS = [*_PURE, *_VIEWS, *_EFFECTS]
 #: vocabulary name -> entry. Extend by adding an OpKind (its family switches it on and off).
