@@ -12,6 +12,11 @@ formula can notice), against the shapes a hand derivation needs to fit together.
 refimpl raises ValueError naming the shapes; torch's formulas assert (AssertionError with
 the shapes), accepted too: both refuse to count. Reach: the well-fitting shapes of the same
 example are counted (> 0), so the kernel and its formula did run.
+
+Against torch (``--refimpl-target torch``, torch 2.13) both fail: its attention formulas
+count a query head count that is not a multiple of the key/value heads (e.g. q (2, 3, 1, 8),
+k and v (2, 2, 1, 8)), and it has no formula for the fused ops (0 FLOPs, no refusal;
+docs/differences.md, FLOPs).
 """
 
 from __future__ import annotations
