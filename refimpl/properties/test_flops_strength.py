@@ -71,7 +71,7 @@ def test_conv_forward_is_hand_derived(refimpl_backend, cfg):
 
 #: ``outer`` is left out: ``torch.outer`` decomposes to an elementwise ``mul`` before any
 #: counter sees it (0 FLOPs in refimpl and torch alike; docs/differences.md, FLOPs).
-MATMUL = st.sampled_from(sorted(op for op in MATMUL_OPS if op != "outer"))
+MATMUL_NAMES = sorted(op for op in MATMUL_OPS if op != "outer")
 
 
 def _kernels(cfg: ConvConfig) -> dict:
@@ -114,14 +114,22 @@ def test_conv_kernels_are_hand_derived(refimpl_backend, cfg, data):
         f"{refimpl_backend.name}: {name} counted {c}, expected {expected} by hand, for {cfg}")
 
 
-@given(matmul_cases(ops=MATMUL))
-def test_every_matmul_op_is_2bmkn(refimpl_backend, case):
-    args = case.args()
-    c = counts(refimpl_backend, lambda: case.run(*args))
-    reach(sum(c.values()) > 0)
-    b, m, k, n = case.multiplied
-    assert sum(c.values()) == 2 * b * m * k * n, (
-        f"{refimpl_backend.name}: {case} counted {c}, expected {2 * b * m * k * n} by hand")
+@given(st.data())
+def test_every_matmul_op_is_2bmkn(refimpl_backend, data):
+    """Every op of :data:`MATMUL_NAMES` in every example (one drawn op per example left ``mv`` out
+    of the 15 derandomised ``ci`` examples), each with its own drawn sizes."""
+    wrong, total = {}, 0
+    for op in MATMUL_NAMES:
+        case = data.draw(matmul_cases(ops=st.just(op)), label=op)
+        args = case.args()
+        counted = sum(counts(refimpl_backend, lambda case=case, args=args:
+                             case.run(*args)).values())
+        b, m, k, n = case.multiplied
+        total += counted
+        if counted != 2 * b * m * k * n:
+            wrong[case] = (counted, 2 * b * m * k * n)
+    reach(total > 0)
+    assert not wrong, f"{refimpl_backend.name}: case -> (counted, expected by hand): {wrong}"
 
 
 RNNS = {"LSTM": (torch.nn.LSTM, 4), "GRU": (torch.nn.GRU, 3), "RNN": (torch.nn.RNN, 1)}
@@ -239,12 +247,13 @@ def test_varlen_attention_is_hand_derived(refimpl_backend, kernel, sequences, h,
 GROUPED_MM = getattr(aten, "_grouped_mm", None)
 
 
-@given(st.sampled_from(["3d x 3d", "2d x 3d", "2d x 2d"]), st.integers(1, 4),
+@given(st.sampled_from(["3d x 3d", "2d x 3d", "3d x 2d", "2d x 2d"]), st.integers(1, 4),
        st.sampled_from([8, 16]), st.sampled_from([8, 16]), st.sampled_from([8, 16]))
 def test_grouped_mm_is_hand_derived(refimpl_backend, form, groups, m, n, k):
     """_grouped_mm on meta bf16 tensors (16-byte aligned strides): 3d x 3d is ``groups``
     products (2 G m n k); 2d x 3d splits the rows of ``a`` among the groups (2 M n k for all
-    M rows); 2d x 2d splits K among them (2 m n K)."""
+    M rows); 3d x 2d splits the columns of ``b`` (group g: ``a[g]`` [m, k] times its share of
+    the N columns: 2 m N k in all); 2d x 2d splits K among them (2 m n K)."""
     if GROUPED_MM is None:
         reach(False)
         return
@@ -255,6 +264,8 @@ def test_grouped_mm_is_hand_derived(refimpl_backend, form, groups, m, n, k):
                     2 * groups * m * n * k),
         "2d x 3d": (lambda: GROUPED_MM(meta(groups * m, k), meta(groups, k, n), offs),
                     2 * groups * m * n * k),
+        "3d x 2d": (lambda: GROUPED_MM(meta(groups, m, k), meta(k, groups * n), offs),
+                    2 * m * groups * n * k),
         "2d x 2d": (lambda: GROUPED_MM(meta(m, groups * k), meta(groups * k, n), offs),
                     2 * m * n * groups * k),
     }[form]
@@ -263,3 +274,83 @@ def test_grouped_mm_is_hand_derived(refimpl_backend, form, groups, m, n, k):
     assert sum(c.values()) == expected, (
         f"{refimpl_backend.name}: _grouped_mm {form} (G={groups}, m={m}, n={n}, k={k}) "
         f"counted {c}, expected {expected} by hand")
+
+
+@given(st.integers(1, 2), st.integers(1, 4), st.integers(1, 4), st.integers(1, 5),
+       st.sampled_from([1.0, 2.0, 3.0, float("inf")]), st.sampled_from(["x1", "x2", "both"]))
+def test_cdist_is_hand_derived(refimpl_backend, batch, rows1, rows2, coords, p, grads):
+    """cdist(x1 [B, P, M], x2 [B, R, M], p) on the pairwise kernel (``_cdist_forward``; the
+    mm form of p = 2 is switched off): each of the B P R distances reduces over the M
+    coordinates, 2 FLOPs per coordinate (the mm convention): ``2 B P R M``. Its backward
+    (``_cdist_backward``, once per input that needs a gradient) spreads each distance's
+    gradient over the same (pair, coordinate) terms: ``2 B P R M`` per input."""
+    x1 = torch.randn(batch, rows1, coords, requires_grad=grads in ("x1", "both"))
+    x2 = torch.randn(batch, rows2, coords, requires_grad=grads in ("x2", "both"))
+
+    def run():
+        dist = torch.cdist(x1, x2, p=p, compute_mode="donot_use_mm_for_euclid_dist")
+        dist.sum().backward()
+
+    c = counts(refimpl_backend, run)
+    reach(aten._cdist_forward in c and aten._cdist_backward in c)
+    per_pass = 2 * batch * rows1 * rows2 * coords
+    expected = {aten._cdist_forward: per_pass,
+                aten._cdist_backward: per_pass * (2 if grads == "both" else 1)}
+    assert c == expected, (f"{refimpl_backend.name}: cdist B={batch} P={rows1} R={rows2} "
+                           f"M={coords} p={p} grads={grads} counted {c}, expected {expected}")
+
+
+@given(st.integers(1, 3), st.integers(1, 2), st.integers(1, 4), st.integers(1, 4),
+       st.integers(1, 2), st.booleans())
+def test_rnn_backward_is_hand_derived(refimpl_backend, steps, batch, inputs, hidden, layers,
+                                      bidirectional):
+    """Every kind of :data:`RNNS` per example, forward + backward, with the input and the
+    initial state needing gradients: each forward product ``W @ v`` (2 per weight element
+    per step and row) gives in the backward one product for the gradient of ``v`` and one
+    for the gradient of ``W``, so backward = 2 x forward and the total is 3 x the forward
+    count of test_rnn_forward_is_hand_derived (fused LSTM layer or decomposed mm alike)."""
+    directions = 2 if bidirectional else 1
+    counted, expected = {}, {}
+    for kind, (cls, gates) in sorted(RNNS.items()):
+        module = cls(inputs, hidden, num_layers=layers, bidirectional=bidirectional)
+        x = torch.randn(steps, batch, inputs, requires_grad=True)
+        state = [torch.randn(layers * directions, batch, hidden, requires_grad=True)
+                 for _ in range(2 if kind == "LSTM" else 1)]
+        start = tuple(state) if kind == "LSTM" else state[0]
+        counted[kind] = sum(counts(refimpl_backend, lambda m=module, x=x, s=start:
+                                   m(x, s)[0].sum().backward()).values())
+        forward = sum(2 * steps * batch * gates * hidden * (width + hidden) * directions
+                      for width in [inputs] + [hidden * directions] * (layers - 1))
+        expected[kind] = 3 * forward
+    reach(all(n > 0 for n in counted.values()))
+    wrong = {kind: (counted[kind], expected[kind]) for kind in counted
+             if counted[kind] != expected[kind]}
+    assert not wrong, (f"{refimpl_backend.name}: T={steps} B={batch} I={inputs} H={hidden} "
+                       f"layers={layers} bidirectional={bidirectional}: kind -> (counted, "
+                       f"expected by hand) {wrong}")
+
+
+@given(st.sampled_from([(), (1,), (2,), (3,)]), st.integers(1, 4), st.sampled_from([1, 2]),
+       st.integers(1, 3), st.integers(1, 8))
+def test_fused_encoder_layer_on_meta_is_hand_derived(refimpl_backend, batch, seq, heads,
+                                                     head_dim, ffn):
+    """``_transformer_encoder_layer_fwd`` on shape-only (meta) tensors, batched ``[B, L, E]``
+    or unbatched ``[L, E]`` (B = 1; the meta kernel takes it, the CPU kernel does not): with
+    ``T = B L`` tokens, in-projection ``6 T E^2``, ``q k^T`` and ``p v`` ``4 B L^2 E``,
+    out-projection ``2 T E^2``, feed-forward ``4 T E F``."""
+    embed = heads * head_dim
+    meta = lambda *shape: torch.empty(*shape, device="meta")
+    src = meta(*batch, seq, embed)
+    norm = [meta(embed) for _ in range(4)]
+    c = counts(refimpl_backend, lambda: aten._transformer_encoder_layer_fwd(
+        src, embed, heads, meta(3 * embed, embed), meta(3 * embed), meta(embed, embed),
+        meta(embed), False, False, 1e-5, *norm, meta(ffn, embed), meta(ffn), meta(embed, ffn),
+        meta(embed), None, None))
+    reach(aten._transformer_encoder_layer_fwd in c)
+    groups = prod(batch)
+    tokens = groups * seq
+    expected = (6 * tokens * embed ** 2 + 4 * groups * seq ** 2 * embed
+                + 2 * tokens * embed ** 2 + 4 * tokens * embed * ffn)
+    assert c == {aten._transformer_encoder_layer_fwd: expected}, (
+        f"{refimpl_backend.name}: src {tuple(src.shape)}, {heads} heads, ffn {ffn}: counted "
+        f"{c}, expected {expected} by hand")

@@ -1,0 +1,146 @@
+"""Shapes that do not fit are refused, never counted: the backend's ``flop_counter`` on
+kernels whose meta implementation does not check the shapes itself (so only the FLOP
+formula can notice), against the shapes a hand derivation needs to fit together.
+
+- attention (``q [B, Hq, Sq, D]``, ``k [B, Hkv, Sk, D]``, ``v [B, Hkv, Sk, Dv]``): the
+  batch of all three, the heads and the length of key and value, and the head dim of query
+  and key must agree, and ``Hq`` must be a multiple of ``Hkv``;
+- the fused inference ops (``_native_multi_head_attention``,
+  ``_transformer_encoder_layer_fwd``): ``qkv_weight`` is ``[3E, E]`` and ``proj_weight``
+  ``[E, E]`` for embedding ``E``; an input needs at least ``[L, E]``.
+
+refimpl raises ValueError naming the shapes; torch's formulas assert (AssertionError with
+the shapes), accepted too: both refuse to count. Reach: the well-fitting shapes of the same
+example are counted (> 0), so the kernel and its formula did run.
+
+Against torch (``--refimpl-target torch``, torch 2.13) both fail: its attention formulas
+count a query head count that is not a multiple of the key/value heads (e.g. q (2, 3, 1, 8),
+k and v (2, 2, 1, 8)), and it has no formula for the fused ops (0 FLOPs, no refusal;
+docs/differences.md, FLOPs).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from refimpl.oracle import component
+from refimpl.properties.reach import reach
+
+aten = torch.ops.aten
+
+#: what a refusal may raise: refimpl's ValueError, torch's formula assertions.
+REFUSED = (ValueError, AssertionError)
+
+
+def counts(backend, fn) -> dict:
+    """{op packet: FLOPs} of running ``fn`` under the backend's counter."""
+    with component(backend, "flop_counter")(display=False) as mode:
+        fn()
+    return mode.get_flop_counts().get("Global", {})
+
+
+def refused(backend, fn) -> bool:
+    """Whether the backend's counter refuses ``fn`` with one of :data:`REFUSED`."""
+    try:
+        counts(backend, fn)
+    except REFUSED:
+        return True
+    return False
+
+
+def _meta(*shape):
+    return torch.empty(*shape, device="meta")
+
+
+#: fused attention kernels on meta tensors, all taking ``[B, H, S, D]`` here (the raw ones'
+#: ``[B, S, H, D]`` is swapped in :func:`_attention_call`).
+ATTENTION = {
+    "sdpa_flash": lambda q, k, v: aten._scaled_dot_product_flash_attention(q, k, v),
+    "sdpa_efficient": lambda q, k, v:
+        aten._scaled_dot_product_efficient_attention(q, k, v, None, False),
+    "flash_forward": lambda q, k, v: aten._flash_attention_forward(
+        q, k, v, None, None, q.shape[1], k.shape[1], 0.0, False, False),
+    "efficient_forward": lambda q, k, v: aten._efficient_attention_forward(
+        q, k, v, None, None, None, q.shape[1], k.shape[1], 0.0, 0, False),
+}
+RAW = {"flash_forward", "efficient_forward"}
+
+
+def _attention_call(kernel: str, q, k, v):
+    """``kernel`` on meta tensors of the ``[B, H, S, D]`` shapes q, k, v."""
+    swap = (lambda s: (s[0], s[2], s[1], s[3])) if kernel in RAW else (lambda s: s)
+    return lambda: ATTENTION[kernel](*(_meta(*swap(s)) for s in (q, k, v)))
+
+
+def _misfits(b, h, s, d):
+    """Named (q, k, v) shapes, each off a fitting ``[b, h, s, d]`` triple in one size."""
+    fit = (b, h, s, d)
+    return {
+        "value batch smaller": (fit, fit, (b - 1, h, s, d)),
+        "value batch larger": (fit, fit, (b + 1, h, s, d)),
+        "key batch smaller": (fit, (b - 1, h, s, d), fit),
+        "value heads": (fit, fit, (b, h + 1, s, d)),
+        "value length": (fit, fit, (b, h, s + 1, d)),
+        "key head dim": (fit, (b, h, s, d + 8), fit),
+        "query heads not a multiple": ((b, 2 * h + 1, s, d), (b, 2, s, d), (b, 2, s, d)),
+    }
+
+
+@given(st.integers(2, 3), st.integers(1, 3), st.integers(1, 4), st.sampled_from([8, 16]))
+def test_attention_shapes_that_do_not_fit_are_refused(refimpl_backend, b, h, s, d):
+    """Every kernel of :data:`ATTENTION` and every misfit of :func:`_misfits`, per example."""
+    fit = (b, h, s, d)
+    counted = {kernel: sum(counts(refimpl_backend, _attention_call(kernel, fit, fit, fit))
+                           .values()) for kernel in ATTENTION}
+    reach(all(n > 0 for n in counted.values()))
+    accepted = [(kernel, name, shapes) for kernel in sorted(ATTENTION)
+                for name, shapes in _misfits(b, h, s, d).items()
+                if not refused(refimpl_backend, _attention_call(kernel, *shapes))]
+    assert not accepted, (f"{refimpl_backend.name}: counted instead of refusing "
+                          f"(kernel, misfit, (q, k, v)): {accepted}")
+
+
+def _encoder_layer(src, embed, heads, qkv_shape, proj_shape, ffn=4):
+    """``_transformer_encoder_layer_fwd`` on meta tensors of the given weight shapes."""
+    norm = [_meta(embed) for _ in range(4)]
+    return lambda: aten._transformer_encoder_layer_fwd(
+        _meta(*src), embed, heads, _meta(*qkv_shape), _meta(qkv_shape[0]), _meta(*proj_shape),
+        _meta(proj_shape[0]), False, False, 1e-5, *norm, _meta(ffn, embed), _meta(ffn),
+        _meta(embed, ffn), _meta(embed), None, None)
+
+
+def _attention_block(src, embed, heads, qkv_shape, proj_shape):
+    """``_native_multi_head_attention`` (self-attention) on meta tensors."""
+    return lambda: aten._native_multi_head_attention(
+        _meta(*src), _meta(*src), _meta(*src), embed, heads, _meta(*qkv_shape),
+        _meta(qkv_shape[0]), _meta(*proj_shape), _meta(proj_shape[0]))
+
+
+FUSED = {"encoder_layer": _encoder_layer, "multi_head_attention": _attention_block}
+
+
+@given(st.integers(1, 2), st.integers(1, 4), st.sampled_from([1, 2]), st.integers(2, 4))
+def test_fused_weights_that_do_not_fit_are_refused(refimpl_backend, batch, seq, heads,
+                                                   head_dim):
+    """Both fused ops of :data:`FUSED`, with ``qkv_weight`` or ``proj_weight`` one row or
+    column off ``[3E, E]`` / ``[E, E]``, per example; and the encoder layer on a 1-D input."""
+    embed = heads * head_dim
+    src, qkv, proj = (batch, seq, embed), (3 * embed, embed), (embed, embed)
+    counted = {op: sum(counts(refimpl_backend, call(src, embed, heads, qkv, proj)).values())
+               for op, call in FUSED.items()}
+    reach(all(n > 0 for n in counted.values()))
+    misfits = {f"qkv_weight {shape}": (shape, proj) for shape in
+               [(3 * embed - 1, embed), (3 * embed + 1, embed), (3 * embed, embed + 1)]}
+    misfits |= {f"proj_weight {shape}": (qkv, shape) for shape in
+                [(embed - 1, embed), (embed + 1, embed), (embed, embed - 1),
+                 (embed, embed + 1)]}
+    accepted = [(op, name) for op, call in sorted(FUSED.items())
+                for name, (qkv_shape, proj_shape) in misfits.items()
+                if not refused(refimpl_backend, call(src, embed, heads, qkv_shape, proj_shape))]
+    assert not accepted, (f"{refimpl_backend.name}: E={embed} counted instead of refusing "
+                          f"(op, weight): {accepted}")
+    with pytest.raises(REFUSED):
+        counts(refimpl_backend, _encoder_layer((embed,), embed, heads, qkv, proj))
