@@ -59,8 +59,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: (refimpl's exact default, torch's knapsack heuristics through
 #: ``activation_memory_budget_solver``), the checkpoint frames and replay, the layout decision
 #: and rewrite. Left out: ``exhaustive.py`` (``solver="brute"``, an argument of refimpl's own
-#: ``compile`` that no target shares; tests/test_partition_solvers.py checks it) and
-#: ``lagrangian.py`` (a measured alternative no partitioner calls: benchmarks only).
+#: ``compile`` that no target shares; tests/test_partition_solvers.py checks it),
+#: ``lagrangian.py`` (a measured alternative no partitioner calls: benchmarks only) and
+#: ``runtime.py`` (timing nodes for the ``profile`` estimator: a mutant there changes
+#: timings, which no deterministic verdict sees; tests/test_partition_profile_estimator.py).
 MODULES = {
     "flops": ["refimpl/flops/formulas/matmul.py", "refimpl/flops/formulas/conv.py",
               "refimpl/flops/formulas/attention.py", "refimpl/flops/formulas/rnn.py",

@@ -6,7 +6,7 @@ distinct call once (op, argument shapes, strides, dtypes, devices) and shares th
 identical work costs the same however busy the machine is.
 
 On CUDA the seed's test_profile failed once under GPU load (3 block matmuls recomputed became
-4). The estimator now times as torch's does (``refimpl.partition.cost.time_call``: a warm-up,
+4). The estimator now times as torch's does (``refimpl.partition.runtime.time_call``: a warm-up,
 repeated runs timed with CUDA events, the least of them) and prices what torch's prices: a
 cheap op (pointwise, view, factory) costs 0, as in torch's knapsack. Timed, a 512 x 512
 cosine costs about half a block matmul on an H100, and the exact solver traded recomputed
@@ -24,7 +24,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from refimpl.partition.api import joint_graph
-from refimpl.partition.cost import CUDA_RUNS, call_signature, runtime_estimator, time_call
+from refimpl.partition.runtime import CUDA_RUNS, call_signature, runtime_estimator, time_call
 from tests.test_partition_seed import chain, mem_and_flops, rand
 
 BUSY_LOOP = "while True: pass"

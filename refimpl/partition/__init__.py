@@ -5,7 +5,8 @@
 | options.py     | ``PartitionOptions``: the one frozen options object (budget, solver, cse, ...) |
 | graph.py       | ``JointGraph``, ``JointNode``: the joint graph as plain data |
 | errors.py      | the partitioner's errors, each naming the option to change |
-| cost.py        | bytes per value; runtime per node (FLOP table or profiling) |
+| cost.py        | bytes per value; runtime per node by the FLOP table |
+| runtime.py     | the runtime estimators: FLOPs, or timing each node (``profile``) |
 | cut.py         | ``Cut``: what a saved set makes the backward read and recompute |
 | candidates.py  | bans (never recompute / never save, checkpoint policies), knapsack items |
 | exact.py       | the default solver: the optimum, as an integer programme (HiGHS) |

@@ -26,7 +26,7 @@ from torch import fx
 from torch.utils._ordered_set import OrderedSet
 
 from refimpl.cse import fx_graph_cse
-from refimpl.partition import cost
+from refimpl.partition import cost, runtime
 from refimpl.partition.candidates import CHEAP_OPS
 from refimpl.partition.graph import JointGraph, JointNode, TraceError
 from refimpl.partition.options import PartitionOptions
@@ -190,7 +190,7 @@ def prepare(joint_module: fx.GraphModule, num_fwd_outputs: int, options: Partiti
         joint_module.graph = fx_graph_cse(joint_module.graph)  # the setter recompiles
     else:
         joint_module.recompile()
-    estimate = cost.runtime_estimator(options.runtime_estimator, options.profile_repeats)
+    estimate = runtime.runtime_estimator(options.runtime_estimator, options.profile_repeats)
     return joint_graph_from_fx(joint_module, num_fwd_outputs, estimate, mutated_inputs)
 
 

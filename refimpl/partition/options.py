@@ -39,7 +39,7 @@ class PartitionOptions:
     profile_repeats    timed runs per node for the ``"profile"`` estimator, after a warm-up
                        (the least is used); on CUDA the estimating runs, followed by up to
                        100 more within 25 ms, as torch's GPU benchmarker
-                       (:func:`refimpl.partition.cost.time_call`).
+                       (:func:`refimpl.partition.runtime.time_call`).
     solver_time_limit  seconds the exact solver may take per solve before it raises
                        :class:`~refimpl.partition.errors.SolverTimeLimit`.
     """
