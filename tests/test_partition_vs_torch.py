@@ -62,3 +62,34 @@ def test_finding_torch_recomputes_more_at_equal_bytes():
     theirs = torch_step(0.6, args)
     assert ours[0] == theirs[0] == 16896
     assert (ours[1] - eager, theirs[1] - eager) == (2 * 64 * 64 * 64, 2 * 64 * 64 * 256)
+
+
+def sliced(x, w):
+    """A one-column slice of a matmul: the slice's backward scatters into a fresh ``full``
+    (a factory, reading no tensor) that only the backward reads."""
+    return (x @ w)[:, :1].cos().sum()
+
+
+def row_max(x, w):
+    """amax's backward divides by the count of ties, ``sum(eq)``, which only it reads."""
+    return (x @ w).amax(1, keepdim=True).cos().sum()
+
+
+@pytest.mark.parametrize(("fn", "torch_bytes", "saved"), [
+    (sliced, 8, ("sin",)),
+    (row_max, 20, ("amax", "eq")),
+])
+def test_backward_only_nodes_are_not_banned_at_budget_one(fn, torch_bytes, saved):
+    """At budget 1.0 a forward-side node the forward outputs never read runs once in any
+    plan, so refimpl does not ban it from the backward (torch's rule too): refimpl used to
+    save the slice backward's 48-byte ``full`` (56 bytes in all) and amax's 16-byte tie
+    count (36 in all). ``torch_bytes`` is torch 2.13.0's figure, measured by
+    ``refimpl.measure_saved(torch.compile(fn, backend="aot_eager_decomp_partition"),
+    x, w)`` on these inputs, after ``torch._dynamo.reset()``."""
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 3, requires_grad=True), torch.randn(3, 6, requires_grad=True)
+    torch._dynamo.reset()
+    plan = refimpl.explain(fn, x, w, memory_budget=1.0)
+    torch._dynamo.reset()
+    ours = refimpl.measure_saved(refimpl.compile(fn, memory_budget=1.0), x, w).bytes
+    assert (ours, plan.saved) == (torch_bytes, saved)

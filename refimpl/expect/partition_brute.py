@@ -75,6 +75,7 @@ class SaveProblem:
 
     nodes: tuple[FwdNode, ...]
     reads: tuple[int, ...]
+    outputs: tuple[int, ...] = ()  # the forward outputs (indices of forward-side nodes)
 
     @property
     def candidates(self) -> list[int]:
@@ -86,7 +87,11 @@ class SaveProblem:
 
     @property
     def needed(self) -> set[int]:
-        seen, stack = set(), list(self.reads)
+        return self._ancestors(self.reads)
+
+    def _ancestors(self, start) -> set[int]:
+        """``start`` and every forward-side node it reads, transitively."""
+        seen, stack = set(), list(start)
         while stack:
             i = stack.pop()
             if i not in seen:
@@ -160,6 +165,20 @@ class SaveProblem:
             return best
 
         return [Outcome(b, f) for b, f in sorted(solve(frozenset(self.reads)).items())]
+
+    def save_forward_work(self) -> Outcome:
+        """Save every candidate the forward outputs need, every banned one, and every
+        element of a tuple-valued op they need (SDPA's logsumexp: recomputing it would
+        rerun the op); recompute the rest: a plan that repeats no forward work, since what
+        the forward outputs do not need runs once in any plan (in the backward here). Its
+        bytes bound a runtime-optimised plan that bans only forward work from recompute."""
+        forward = self._ancestors(self.outputs)
+        tuples = {i for i in forward if not self.nodes[i].savable}
+        keep = [i for i in self.candidates if i in forward or self.nodes[i].banned
+                or tuples.intersection(self.nodes[i].inputs)]
+        outcome = self.evaluate(frozenset(keep))
+        assert outcome is not None  # nothing banned is left to recompute
+        return outcome
 
     def save_everything(self) -> Outcome:
         """Save every candidate: nothing recomputed (what the backward reads, kept)."""
@@ -255,7 +274,9 @@ def save_problem(gm: fx.GraphModule, num_fwd_outputs: int,
     reads = [index[i] for n in backward for i in n.all_input_nodes
              if i in index and (outputs_read or n.op != "output")]
     reads += [index[g] for g in grads if isinstance(g, fx.Node) and g in index]
-    return SaveProblem(tuple(nodes), tuple(dict.fromkeys(reads)))
+    outputs = [index[o] for o in torch.utils._pytree.tree_leaves(output.args)[:num_fwd_outputs]
+               if isinstance(o, fx.Node) and o in index]
+    return SaveProblem(tuple(nodes), tuple(dict.fromkeys(reads)), tuple(outputs))
 
 
 def _drop_dead(gm: fx.GraphModule) -> None:

@@ -41,6 +41,10 @@ class Expected:
 
     plans: tuple[Outcome, ...]  # per bytes figure, the fewest FLOPs; by bytes ascending
     no_recompute_bytes: int
+    #: bytes of saving what the forward outputs need and computing the backward-only work
+    #: in the backward (:meth:`SaveProblem.save_forward_work`): no budget-1.0 plan that
+    #: bans only forward work from recompute keeps more
+    forward_work_bytes: int
 
     @classmethod
     def of(cls, run: ReferenceRun) -> Expected:
@@ -48,7 +52,8 @@ class Expected:
 
     @classmethod
     def of_problem(cls, problem: SaveProblem) -> Expected:
-        return cls(tuple(problem.plans()), problem.save_everything().bytes)
+        return cls(tuple(problem.plans()), problem.save_everything().bytes,
+                   problem.save_forward_work().bytes)
 
     @property
     def frontier(self) -> list[Outcome]:

@@ -94,7 +94,7 @@ def honouring(problem: SaveProblem) -> SaveProblem:
         never_saved = node.policy in RECOMPUTE and i not in never_recomputed
         nodes.append(dataclasses.replace(node, banned=i in never_recomputed,
                                          savable=node.savable and not never_saved))
-    return SaveProblem(tuple(nodes), problem.reads)
+    return dataclasses.replace(problem, nodes=tuple(nodes))
 
 
 def marked(problem: SaveProblem) -> bool:

@@ -10,7 +10,8 @@ All on plain :class:`~refimpl.partition.graph.JointGraph` data:
 ``unsavable``      never saved: tuples (their elements are saved instead) and what a
                    checkpoint region or policy marks recompute (torch's ``must_recompute``),
                    unless a hard ban overrides it (random ops are always saved).
-``runtime_bans``   what the budget-1.0 (runtime-optimised) plan also refuses to recompute:
+``runtime_bans``   what the budget-1.0 (runtime-optimised) plan also refuses to recompute,
+                   among the nodes the forward outputs need (others run once in any plan):
                    anything but cheap ops (pointwise, views, getitem, factories), and any
                    value the backward consumes through a non-pointwise op (it must be
                    materialised there anyway, so recomputing it saves no traffic). Views and
@@ -107,10 +108,20 @@ def _materialised_in_backward(graph: JointGraph, node: JointNode) -> bool:
 
 
 def runtime_bans(graph: JointGraph) -> set[str]:
-    """The budget-1.0 plan's bans beyond :func:`hard_bans` (see the module docstring)."""
+    """The budget-1.0 plan's bans beyond :func:`hard_bans` (see the module docstring).
+
+    Rule: only a node the forward outputs need (``fw_required``) is banned. A forward-side
+    node that only the backward reads (a factory such as the ``full`` that a slice's
+    backward scatters into, or the ``sum`` of amax's tie mask) runs exactly once in any
+    plan, in the forward or in the backward, so computing it in the backward is no
+    recomputation: banning it could only force its bytes to be saved. torch's partitioner
+    applies its bans only to nodes the forward requires, for the same reason, and with
+    nothing banned a node that reads no tensor is never reached from the cut's source, so
+    torch computes such a factory in the backward instead of saving it."""
     return {n.name for n in graph.forward_side()
-            if n.role == "forward" and not n.view and not n.must_recompute and (
-                not _is_cheap(n) or _materialised_in_backward(graph, n))}
+            if n.role == "forward" and n.fw_required and not n.view
+            and not n.must_recompute
+            and (not _is_cheap(n) or _materialised_in_backward(graph, n))}
 
 
 def items(graph: JointGraph, banned: set[str]) -> list[Item]:

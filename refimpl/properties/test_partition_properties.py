@@ -15,7 +15,10 @@ trace (:func:`~refimpl.expect.partition_brute.trace_reference`), whatever the bu
   numbers: the draws the forward made are the ones the backward uses;
 * one function compiled at nine budgets, more than dynamo's recompile limit, honours each
   plan: budget 0.0 saves exactly the minimum, budget 1.0 no more than the no-recompute
-  bytes and no less than the minimum, and each budget the bound built from those two; and
+  bytes, no more than saving what the forward outputs need while the backward computes the
+  work only it reads (that work runs once in any plan, so keeping it spares no
+  recomputation), and no less than the minimum, and each budget the bound built from
+  those two; and
   the saved bytes never rise as the budget falls (monotone: a plan feasible under a smaller
   bound is feasible under a larger one, so an optimum that breaks ties towards fewer bytes
   never saves more at the smaller budget; docs/design.md, "The partitioner's problem").
@@ -136,7 +139,7 @@ def test_partition_honours_every_budget_of_one_function(refimpl_backend, spec):
     """ONE function object compiled at each budget of :data:`SWEEP` in turn (no dynamo
     reset): a backend that falls back to eager past dynamo's recompile limit saves eager's
     bytes at budget 0.0 instead of the minimum. The saved bytes never rise as the budget
-    falls."""
+    falls. Budget 1.0 keeps no more than :attr:`Expected.forward_work_bytes`."""
     compile_fn = component(refimpl_backend, "compile")
     _, expected = expected_of(spec)
     reach(any(expected.reached(b) for b in SWEEP[1:-1]))
@@ -148,6 +151,10 @@ def test_partition_honours_every_budget_of_one_function(refimpl_backend, spec):
         f"{why}\nbudget 0.0: expected the minimum {expected.min_bytes}, observed "
         f"{saved[0.0]}")
     assert_saved_within(saved[1.0], expected, 1.0, why)
+    assert saved[1.0] <= expected.forward_work_bytes, (
+        f"{why}\nbudget 1.0: expected <= {expected.forward_work_bytes} (save what the "
+        f"forward outputs need, compute the backward-only work in the backward), observed "
+        f"{saved[1.0]}: a value only the backward reads was saved")
     high = saved[1.0]
     for budget in SWEEP:
         bound = bound_bytes(expected.min_bytes, high, budget)
