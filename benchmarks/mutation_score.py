@@ -87,7 +87,8 @@ EXCLUDED_OPERATORS = [
 
 #: Survivors argued equivalent in docs/oracle-strength.md: "path:line operator occurrence" ->
 #: why. Keys carry line numbers of the tree they were measured on (2026-11-23, 08:12-09:35
-#: UTC): re-check them when the code moves.
+#: UTC, and 2026-11-25 for the run in docs/oracle-strength.md): re-check them when the code
+#: moves. Annotation-only mutants need no entry (``ANNOTATION_ONLY``).
 EQUIVALENT: dict[str, str] = {
     "refimpl/cse/effects.py:162 core/ReplaceComparisonOperator_Eq_Is 1":
         "node.op is one of fx's interned literals: `is` and `==` agree",
@@ -103,6 +104,16 @@ EQUIVALENT: dict[str, str] = {
         "an annotation under `from __future__ import annotations`: never evaluated",
     "refimpl/checkpointing/frame.py:192 core/ReplaceBinaryOperator_BitOr_Add 4":
         "an annotation under `from __future__ import annotations`: never evaluated",
+    "refimpl/cse/effects.py:272 core/ReplaceComparisonOperator_Is_Eq 1":
+        "`==` on the functions, builtins and descriptors of torch's namespaces is identity "
+        "(none defines __eq__; OpOverload targets returned earlier)",
+    "refimpl/cse/eliminate.py:95 core/ReplaceComparisonOperator_IsNot_NotEq 0":
+        "fx.Node defines no __eq__/__ne__: `!=` is identity",
+    "refimpl/cse/eliminate.py:192 core/ReplaceComparisonOperator_IsNot_LtE 3":
+        "Node `<=` is graph order, so every new key reads as refused: one extra pass after a "
+        "pass that merged, which merges nothing (a pass without refusals is a fixpoint)",
+    "refimpl/cse/keys.py:51 core/ReplaceComparisonOperator_Is_Eq 2":
+        "`type(v) == list` is identity: type does not override __eq__",
     "refimpl/checkpointing/replay.py:44 core/ReplaceFalseWithTrue 0":
         "CUDA-only (what is replayed on a CUDA device): unkillable without a GPU",
     "refimpl/checkpointing/replay.py:53 core/ReplaceComparisonOperator_Eq_GtE 0":
