@@ -13,7 +13,7 @@ partitioner) or a relation between two measurements of the target itself.
   it and what it does not guarantee).
 
 Reach (``refimpl.properties.reach``): the budget binds and the bound admits two or more
-Pareto-optimal plans; for the monotone property, at the lower budget.
+Pareto-optimal plans; for the monotone property, at either budget (a plan can change).
 """
 
 from __future__ import annotations
@@ -68,13 +68,15 @@ def test_region_budget_replaces_the_global_budget(refimpl_backend, spec, budget)
     assert_saved_within(saved, expected, budget, why)
 
 
-@given(spec=programs(), budgets=st.lists(st.sampled_from(BUDGETS), min_size=2, max_size=2,
-                                          unique=True).map(sorted))
+@given(spec=programs(), budgets=st.lists(st.sampled_from(BUDGETS[1:-1]), min_size=2,
+                                          max_size=2, unique=True).map(sorted))
 def test_saved_bytes_never_rise_as_the_budget_falls(refimpl_backend, spec, budgets):
+    """Two budgets strictly inside (0, 1), where bounds bind (0.0 and 1.0 are swept, with
+    the same monotone check, by ``test_partition_honours_every_budget_of_one_function``)."""
     compile_fn = component(refimpl_backend, "compile")
     low, high = budgets
     expected = expected_of(spec)
-    reach(expected.reached(low))
+    reach(expected.reached(low) or expected.reached(high))  # one of them binds
     fn = spec.make()
     torch._dynamo.reset()
     saved = {b: measured(compile_fn(fn, memory_budget=b), spec)[0] for b in budgets}
