@@ -20,6 +20,10 @@ Every expectation is independent of the checkpoint under test: the unwrapped mod
 * A recomputation that saves tensors of other shapes than the forward (its input doubled in
   the backward) raises ``torch.utils.checkpoint.CheckpointError`` (or a subclass), where the
   backend promises a determinism check.
+* A checkpointed module whose input needs no gradient (a data batch; where the backend
+  promises gradients then) and whose forward saves more than 256 tensors (past CPython's cache
+  of small ints, so a count compared by identity shows) gets the unwrapped module's parameter
+  gradients.
 
 Reach (each example): the prediction says the checkpoint strictly drops bytes; for the
 buffer property, a batchnorm's forward is re-run by a recomputation.
@@ -34,6 +38,7 @@ import pytest
 import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from torch import nn
 from torch.utils._pytree import tree_map
 
 from refimpl.expect.checkpoint import (
@@ -210,3 +215,44 @@ def test_nondeterministic_recomputation_raises_checkpoint_error(refimpl_backend,
         return
     with pytest.raises(torch.utils.checkpoint.CheckpointError):
         out.backward()
+
+
+class SineChain(nn.Module):
+    """``x * w`` then ``depth`` sines: the forward saves ``depth + 1`` tensors (the product's
+    input for ``w``'s gradient, each sine's input)."""
+
+    def __init__(self, width: int, depth: int) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.linspace(0.5, 1.5, width))
+        self.depth = depth
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x * self.w
+        for _ in range(self.depth):
+            h = torch.sin(h)
+        return h
+
+
+def _weight_grad(run: nn.Module, model: SineChain, x: torch.Tensor) -> torch.Tensor:
+    """``model.w``'s gradient of a loss over ``run(x)`` (``run``: the model or its wrapper)."""
+    run(x).square().sum().backward()
+    return model.w.grad
+
+
+@given(width=st.integers(1, 4), depth=st.integers(257, 300))
+def test_long_forward_on_input_without_grad(refimpl_backend, width: int, depth: int) -> None:
+    """The checkpointed module is the whole model and its input needs no gradient (where the
+    backend promises gradients then), so only the parameter reaches autograd; the forward
+    saves ``depth + 1`` > 256 tensors."""
+    apply = component(refimpl_backend, "checkpoint")
+    input_grad = not promise_of(refimpl_backend).grads_without_input_grad
+    if input_grad:
+        note("the input needs a gradient: none promised without")
+    x = torch.linspace(-1.0, 1.0, 2 * width).reshape(2, width).requires_grad_(input_grad)
+    plain = SineChain(width, depth)
+    want = _weight_grad(plain, plain, x)
+    model = SineChain(width, depth)
+    got = _weight_grad(apply(model) or model, model, x)
+    assert torch.equal(want, got), (
+        f"{refimpl_backend.name} checkpoint on a {depth}-sine chain with an input needing no "
+        f"gradient: weight gradient {got}, expected the unwrapped module's {want}")
