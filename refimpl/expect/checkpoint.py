@@ -64,6 +64,9 @@ class CheckpointPromise:
                     documented for ``torch.utils.checkpoint(use_reentrant=True)``.
     checks_determinism  a recomputation that saves tensors of other shapes than the forward
                     raises ``torch.utils.checkpoint.CheckpointError`` (False: no check).
+    grads_without_input_grad  a call none of whose tensor inputs needs a gradient still gives
+                    its parameters gradients (False: documented for the reentrant checkpoint,
+                    which warns and gives none).
     """
 
     keeps_inputs: str = "when_recomputing"
@@ -71,6 +74,7 @@ class CheckpointPromise:
     saves_bytes: bool = True
     nested_inputs: bool = True
     checks_determinism: bool = True
+    grads_without_input_grad: bool = True
 
     def __post_init__(self) -> None:
         if self.keeps_inputs not in KEEPS_INPUTS:

@@ -49,8 +49,9 @@ class RefimplBackend:
         solver = PartitionOptions.from_torch_config().solver
         return refimpl_compile(fn, memory_budget=memory_budget, solver=solver)
 
-    def checkpoint(self, module):
-        return checkpoint(module)
+    def checkpoint(self, module, **options):
+        """refimpl's composable checkpoint; ``options`` as torch's (``context_fn``, ...)."""
+        return checkpoint(module, **options)
 
     def optimize_layout(self, gm, example_inputs):
         return optimize_layout(gm, example_inputs)
@@ -96,8 +97,8 @@ class TorchBackend:
 
         return run
 
-    def checkpoint(self, module):
+    def checkpoint(self, module, **options):
         # torch.distributed is absent from some torch builds: imported only when asked for
         from torch.distributed._composable import checkpoint
 
-        return checkpoint(module)
+        return checkpoint(module, **options)

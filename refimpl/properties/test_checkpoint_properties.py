@@ -20,6 +20,14 @@ Every expectation is independent of the checkpoint under test: the unwrapped mod
 * A recomputation that saves tensors of other shapes than the forward (its input doubled in
   the backward) raises ``torch.utils.checkpoint.CheckpointError`` (or a subclass), where the
   backend promises a determinism check.
+* Where the backend's ``checkpoint`` takes options (as torch's composable one): the contexts
+  of a ``context_fn`` are entered and left in pairs, the forward's once per checkpointed
+  forward and left without an exception; and under ``determinism_check="none"`` the drifting
+  recomputation above raises no ``CheckpointError`` (whatever else it breaks).
+* A checkpointed module whose input needs no gradient (a data batch; where the backend
+  promises gradients then) and whose forward saves more than 256 tensors (past CPython's cache
+  of small ints, so a count compared by identity shows) gets the unwrapped module's parameter
+  gradients.
 
 Reach (each example): the prediction says the checkpoint strictly drops bytes; for the
 buffer property, a batchnorm's forward is re-run by a recomputation.
@@ -28,12 +36,14 @@ buffer property, a batchnorm's forward is re-run by a recomputation.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable
 
 import pytest
 import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from torch import nn
 from torch.utils._pytree import tree_map
 
 from refimpl.expect.checkpoint import (
@@ -187,6 +197,61 @@ def test_next_step_is_correct_after_injected_exceptions(refimpl_backend, stack: 
     assert not _hooks_left(), "saved-tensor hooks left on the stack after a step"
 
 
+def with_options(backend, **options) -> Callable[[nn.Module], nn.Module]:
+    """The backend's checkpoint with ``options`` bound; a skip if it takes no options."""
+    apply = component(backend, "checkpoint")
+    kinds = {p.kind for p in inspect.signature(backend.checkpoint).parameters.values()}
+    if inspect.Parameter.VAR_KEYWORD not in kinds:
+        pytest.skip(f"backend {backend.name!r}: checkpoint(module) takes no options")
+    return lambda module: apply(module, **options)
+
+
+class Recorded:
+    """A context manager that appends ``(name, "enter")`` and ``(name, "exit", exc_type)``."""
+
+    def __init__(self, log: list, name: str) -> None:
+        self.log, self.name = log, name
+
+    def __enter__(self) -> None:
+        self.log.append((self.name, "enter"))
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.log.append((self.name, "exit", exc_type))
+
+
+@given(stack=module_stacks())
+def test_context_fn_contexts_entered_and_left(refimpl_backend, stack: ModuleStack) -> None:
+    """Each checkpointed forward (a nested one again in its parent's recomputation) enters
+    a fresh forward context and leaves it with no exception; recomputation contexts are
+    entered and left in pairs; gradients unchanged."""
+    _setup(refimpl_backend, stack)
+    log: list = []
+    apply = with_options(refimpl_backend,
+                         context_fn=lambda: (Recorded(log, "forward"), Recorded(log, "recompute")))
+    x = stack.example_input()
+    got = run_step(wrapped(stack, apply).model, x)
+    what = f"{refimpl_backend.name} checkpoint with a context_fn on {stack.checkpointed}"
+    assert_same_step(run_step(stack.build(), x), got, what, stack)
+    calls = len({id(stack.build().get_submodule(p)) for p in stack.checkpointed})
+    forward_exits = [e[2] for e in log if e[:2] == ("forward", "exit")]
+    # >= : a nested checkpointed forward runs again inside its parent's recomputation.
+    assert len(forward_exits) >= calls and forward_exits == [None] * len(forward_exits), \
+        f"{what}: expected >= {calls} forward contexts, each left without an exception: {log}"
+    for name in ("forward", "recompute"):
+        assert _balanced([e[1] for e in log if e[0] == name]), \
+            f"{what}: {name} contexts not entered and left in nested pairs: {log}"
+
+
+def _balanced(events: list[str]) -> bool:
+    """Whether enter/exit events nest like brackets (never an exit without an enter)."""
+    depth = 0
+    for event in events:
+        depth += 1 if event == "enter" else -1
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 def _doubled(args):
     return tree_map(lambda t: torch.cat([t, t]) if isinstance(t, torch.Tensor) else t, args)
 
@@ -210,3 +275,64 @@ def test_nondeterministic_recomputation_raises_checkpoint_error(refimpl_backend,
         return
     with pytest.raises(torch.utils.checkpoint.CheckpointError):
         out.backward()
+
+
+class SineChain(nn.Module):
+    """``x * w`` then ``depth`` sines: the forward saves ``depth + 1`` tensors (the product's
+    input for ``w``'s gradient, each sine's input)."""
+
+    def __init__(self, width: int, depth: int) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.linspace(0.5, 1.5, width))
+        self.depth = depth
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x * self.w
+        for _ in range(self.depth):
+            h = torch.sin(h)
+        return h
+
+
+def _weight_grad(run: nn.Module, model: SineChain, x: torch.Tensor) -> torch.Tensor:
+    """``model.w``'s gradient of a loss over ``run(x)`` (``run``: the model or its wrapper)."""
+    run(x).square().sum().backward()
+    return model.w.grad
+
+
+@given(width=st.integers(1, 4), depth=st.integers(257, 300))
+def test_long_forward_on_input_without_grad(refimpl_backend, width: int, depth: int) -> None:
+    """The checkpointed module is the whole model and its input needs no gradient (where the
+    backend promises gradients then), so only the parameter reaches autograd; the forward
+    saves ``depth + 1`` > 256 tensors."""
+    apply = component(refimpl_backend, "checkpoint")
+    input_grad = not promise_of(refimpl_backend).grads_without_input_grad
+    if input_grad:
+        note("the input needs a gradient: none promised without")
+    x = torch.linspace(-1.0, 1.0, 2 * width).reshape(2, width).requires_grad_(input_grad)
+    plain = SineChain(width, depth)
+    want = _weight_grad(plain, plain, x)
+    model = SineChain(width, depth)
+    got = _weight_grad(apply(model) or model, model, x)
+    assert torch.equal(want, got), (
+        f"{refimpl_backend.name} checkpoint on a {depth}-sine chain with an input needing no "
+        f"gradient: weight gradient {got}, expected the unwrapped module's {want}")
+
+
+@given(stack=module_stacks())
+def test_determinism_check_none_is_off(refimpl_backend, stack: ModuleStack) -> None:
+    """The drift of ``test_nondeterministic_recomputation_raises_checkpoint_error`` under
+    ``determinism_check="none"``: whatever the backward does, it raises no CheckpointError."""
+    _setup(refimpl_backend, stack, recomputes=True)
+    apply = with_options(refimpl_backend, determinism_check="none")
+    outermost = [p for p in stack.checkpointed
+                 if not any(q != p and (q == "" or p.startswith(q + ".")) for q in
+                            stack.checkpointed)]
+    ckpt = wrapped(stack, apply, before={p: lambda m: wrap_forward(m, _drift) for p in outermost})
+    out = loss(ckpt.model, stack.example_input())
+    try:
+        out.backward()
+    except torch.utils.checkpoint.CheckpointError as error:
+        raise AssertionError(f"{refimpl_backend.name}: determinism_check='none' still "
+                             f"checks: {error}") from error
+    except RuntimeError as error:  # the drifted tensors' shapes break the backward: allowed
+        note(f"backward failed otherwise: {type(error).__name__}")

@@ -61,11 +61,13 @@ class TorchCheckpoint(_CheckpointTarget):
 class TorchCheckpointReentrant(_CheckpointTarget):
     """``torch.utils.checkpoint``, reentrant. Documented: inputs nested in containers get no
     gradient (only top-level tensor arguments are tracked), so those cases are not promised;
-    it has no determinism check; it saves its inputs with save_for_backward in every call."""
+    it has no determinism check; it saves its inputs with save_for_backward in every call;
+    a call none of whose inputs needs a gradient gives its parameters none (with a warning)."""
 
     name = "torch-checkpoint-reentrant"
     checkpoint_promise = CheckpointPromise(keeps_inputs="always", nested_inputs=False,
-                                           checks_determinism=False)
+                                           checks_determinism=False,
+                                           grads_without_input_grad=False)
 
     def _kwargs(self) -> dict:
         return {"use_reentrant": True}
