@@ -5,8 +5,10 @@ made by cosmic-ray. The *killing suite* of a component is its target properties 
 ``refimpl/properties/test_<component>*.py`` that take the ``refimpl_backend`` fixture), run against
 refimpl under the ``ci`` Hypothesis profile, stopping at the first failure. A mutant is killed
 when that suite fails (or times out), survives when it passes. The score of a component is
-``killed / (killed + survived - equivalent)``, where ``equivalent`` are the survivors argued
-equivalent in docs/oracle-strength.md (``EQUIVALENT`` below, keyed by mutant).
+``killed / (killed + survived - equivalent - cuda_only)``, where ``equivalent`` are the
+survivors argued equivalent in docs/oracle-strength.md (``EQUIVALENT`` below, keyed by mutant,
+and every annotation-only mutant) and ``cuda_only`` those in code that runs only on a GPU
+(``CUDA_ONLY``), reported in their own column.
 
 Algorithm, per component:
   1. copy the source tree into a work folder (cosmic-ray mutates files in place: never the
@@ -114,10 +116,25 @@ EQUIVALENT: dict[str, str] = {
         "pass that merged, which merges nothing (a pass without refusals is a fixpoint)",
     "refimpl/cse/keys.py:51 core/ReplaceComparisonOperator_Is_Eq 2":
         "`type(v) == list` is identity: type does not override __eq__",
-    "refimpl/checkpointing/replay.py:44 core/ReplaceFalseWithTrue 0":
-        "CUDA-only (what is replayed on a CUDA device): unkillable without a GPU",
-    "refimpl/checkpointing/replay.py:53 core/ReplaceComparisonOperator_Eq_GtE 0":
-        "CUDA-only (which CUDA devices' RNG is saved): unkillable without a GPU",
+    "refimpl/checkpointing/replay.py:29 core/ReplaceTrueWithFalse 0":
+        "the Autocast record is built once in capture and only read in replayed: frozen or "
+        "not, nothing writes or hashes it",
+}
+
+#: Survivors in code that runs only on a CUDA device: this machine has none, so they are
+#: counted apart (neither killed nor equivalent) and left out of the score, which says so.
+#: Each names the device property that should kill it on a GPU, or says none does.
+CUDA_ONLY: dict[str, str] = {
+    "refimpl/checkpointing/replay.py:55 core/ReplaceComparisonOperator_Eq_GtE 0":
+        "which devices' RNG is saved; none: test_checkpoint_device.py uses one CUDA device",
+    "refimpl/checkpointing/replay.py:55 core/ReplaceComparisonOperator_Eq_Is 0":
+        "the same line; none (differs only with an input on a second GPU)",
+    "refimpl/checkpointing/replay.py:55 core/ReplaceComparisonOperator_Eq_LtE 0":
+        "the same line; none (differs with a CPU or meta input while CUDA is initialised)",
+    "refimpl/checkpointing/replay.py:55 core/ReplaceComparisonOperator_Eq_NotEq 0":
+        "the same line; none (as Eq_LtE)",
+    "refimpl/checkpointing/replay.py:98 core/ZeroIterationForLoop 1":
+        "CUDA generator states restored: test_cuda_rng_restored_on_recompute",
 }
 
 #: What the fork server imports before forking (never refimpl: the children import the mutant).
@@ -163,10 +180,11 @@ class Score:
     equivalent: int
     incompetent: int
     seconds: float
+    cuda_only: int = 0  # survivors in CUDA-only code (CUDA_ONLY), left out of the score
 
     @property
     def score(self) -> float:
-        live = self.killed + self.survived - self.equivalent
+        live = self.killed + self.survived - self.equivalent - self.cuda_only
         return self.killed / live if live else float("nan")
 
 
@@ -446,8 +464,9 @@ def score(component: str, found: list[Mutant], seconds: float) -> Score:
     count = lambda outcome: sum(m.outcome == outcome for m in found)
     equivalent = sum(m.outcome == "survived" and (m.key in EQUIVALENT or m.annotation_only)
                      for m in found)
+    cuda_only = sum(m.outcome == "survived" and m.key in CUDA_ONLY for m in found)
     return Score(component, len(found), count("killed"), count("survived"), equivalent,
-                 len(found) - count("killed") - count("survived"), seconds)
+                 len(found) - count("killed") - count("survived"), seconds, cuda_only)
 
 
 def run_component(component: str, work_root: Path, size: int, seed: int,
@@ -478,10 +497,11 @@ def run_component(component: str, work_root: Path, size: int, seed: int,
 
 def report(scores: list[Score], work_root: Path) -> None:
     print(f"\n{'component':<11} {'sampled':>7} {'killed':>6} {'survived':>8} {'equiv':>5} "
-          f"{'incomp':>6} {'score':>6} {'time':>7}")
+          f"{'cuda':>4} {'incomp':>6} {'score':>6} {'time':>7}")
     for s in scores:
         print(f"{s.component:<11} {s.sampled:>7} {s.killed:>6} {s.survived:>8} "
-              f"{s.equivalent:>5} {s.incompetent:>6} {s.score:>6.0%} {s.seconds:>6.0f}s")
+              f"{s.equivalent:>5} {s.cuda_only:>4} {s.incompetent:>6} {s.score:>6.0%} "
+              f"{s.seconds:>6.0f}s")
     for s in scores:
         baseline = work_root / s.component / "baseline.txt"
         if baseline.exists():
@@ -490,6 +510,7 @@ def report(scores: list[Score], work_root: Path) -> None:
         for m in mutants(work_root / s.component / "session.sqlite"):
             if m.outcome == "survived":
                 mark = (" (equivalent)" if m.key in EQUIVALENT else "") + (
+                    " (CUDA-only)" if m.key in CUDA_ONLY else "") + (
                     f" ({ANNOTATION_ONLY})" if m.annotation_only else "") + (
                     "" if m.executed else f" ({NOT_EXECUTED})")
                 print(f"  survivor [{s.component}] {m.key}{mark}")
