@@ -174,3 +174,66 @@ def test_each_conv_class_decides_as_inductor(refimpl_backend, net, training, dev
         f"{refimpl_backend.name} optimize_layout converted={converted}, inductor's rule says "
         f"{expected} ({'training' if training else 'inference'}; conv {convs[0].kind} "
         f"{convs[0].weight} groups={convs[0].groups})")
+
+
+class ConvThenChain(nn.Module):
+    """A conv, then ``length`` relus: a graph of ``length + 3`` nodes (the input, the conv,
+    the relus, the output), to put the nodes-per-conv limit between two examples."""
+
+    def __init__(self, in_ch: int, out_ch: int, length: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_ch, out_ch, 3, padding=1)
+        self.length = length
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv(x)
+        for _ in range(self.length):
+            x = torch.relu(x)
+        return x
+
+
+#: (in, out, kernel, groups) one step either side of each class boundary of the rule:
+#: groups 1 | 2 with 80 input channels a group; out 64 | 65 with in 64; 2 * out == in (in_out)
+#: | 2 * out > in > out (default); kernel 3 | 1 for a channel-reducing conv.
+BOUNDARY_CONVS = [(160, 160, 3, 1), (160, 160, 3, 2), (64, 64, 3, 1), (64, 65, 3, 1),
+                  (80, 40, 3, 1), (100, 72, 3, 1), (160, 8, 1, 1), (160, 8, 3, 1)]
+
+
+@given(size=st.integers(2, 5), device=devices())
+def test_conv_class_boundaries_decide_as_inductor(refimpl_backend, size, device):
+    """Every conv of :data:`BOUNDARY_CONVS`, in inference and training, on a ``size`` x
+    ``size`` image: converted iff inductor's rule says (a class threshold moved by one
+    flips one of them). Reach: a conversion happened."""
+    converted_any = False
+    for (in_ch, out_ch, kernel, groups), training in [(c, t) for c in BOUNDARY_CONVS
+                                                      for t in (False, True)]:
+        torch.manual_seed(0)
+        module = OneConv(in_ch, out_ch, kernel, groups).to(device).train(training)
+        x = torch.randn(1, in_ch, size, size, device=device)
+        convs = eager_convs(module, x)
+        expected = inductor_converts(convs, len(fx.symbolic_trace(module).graph.nodes),
+                                     inference=not training)
+        converted = layout_converts(refimpl_backend, module, x, training)
+        converted_any |= converted
+        assert converted == expected, (
+            f"{refimpl_backend.name} optimize_layout converted={converted}, inductor's rule "
+            f"says {expected} ({'training' if training else 'inference'}; conv "
+            f"{convs[0].kind} {convs[0].weight} groups={groups}, image {size}x{size})")
+    reach(converted_any)
+
+
+@given(nodes=st.integers(MAX_NODES_PER_CONV - 2, MAX_NODES_PER_CONV + 1), device=devices())
+def test_nodes_per_conv_limit_as_inductor(refimpl_backend, nodes, device):
+    """One default conv (which converts in inference) in a graph of ``nodes`` nodes: a
+    graph of at least 300 nodes per conv is left alone, one node fewer converts."""
+    torch.manual_seed(0)
+    module = ConvThenChain(72, 96, nodes - 3).to(device).eval()
+    x = torch.randn(1, 72, 4, 4, device=device)
+    node_count = len(fx.symbolic_trace(module).graph.nodes)
+    assert node_count == nodes  # the module's own arithmetic, checked before it is used
+    expected = inductor_converts(eager_convs(module, x), node_count, inference=True)
+    converted = layout_converts(refimpl_backend, module, x, False)
+    reach(converted)
+    assert converted == expected, (
+        f"{refimpl_backend.name} optimize_layout converted={converted}, inductor's rule says "
+        f"{expected} (one default conv in a graph of {node_count} nodes)")
