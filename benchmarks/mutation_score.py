@@ -116,6 +116,8 @@ EQUIVALENT: dict[str, str] = {
         "pass that merged, which merges nothing (a pass without refusals is a fixpoint)",
     "refimpl/cse/keys.py:51 core/ReplaceComparisonOperator_Is_Eq 2":
         "`type(v) == list` is identity: type does not override __eq__",
+    "refimpl/partition/candidates.py:65 core/ReplaceComparisonOperator_Eq_Is 1":
+        "node roles are assigned from the same interned string literals: `is` and `==` agree",
     "refimpl/checkpointing/replay.py:29 core/ReplaceTrueWithFalse 0":
         "the Autocast record is built once in capture and only read in replayed: frozen or "
         "not, nothing writes or hashes it",
