@@ -37,11 +37,12 @@ from refimpl.strategies import GraphOptions, never_merged_names, op_graphs
 from refimpl.strategies.graphs import annotate
 from refimpl.strategies.write_between import REPEATABLE_OPS, write_between_repeats
 
-#: pure, deterministic families; ``clone`` (two clones are two storages) and ``clamp`` (its
-#: bounds mix 1, 1.0 and True) left out.
+#: pure, deterministic families; ``clone`` (two clones are two storages), ``clamp`` (its
+#: bounds mix 1, 1.0 and True) and ``scale_by_size`` (SymInt arithmetic: its repeats keep
+#: the reach below 50%; the write-between property draws it) left out.
 PURE = GraphOptions(families=("unary", "binary", "constant", "reduction", "list", "matmul",
                               "view"),
-                    exclude=frozenset({"clone", "clamp"}), constants=(2.0, 0.5))
+                    exclude=frozenset({"clone", "clamp", "scale_by_size"}), constants=(2.0, 0.5))
 #: ops that return a view or a copy (torch's schema cannot say which): a repeat is mergeable
 #: only where the dialect records values (make_fx's ``meta["val"]``) and eager returned a view.
 MAYBE_COPY = ("reshape",)
