@@ -73,3 +73,42 @@ def test_a_signal_stops_workers_and_reports_what_ran(signum: int, tmp_path: Path
     assert json.loads((out / "report.json").read_text())["stopped_by_signal"] == signum
     assert "test_b_slow" in stdout and f"stopped by signal {signum}" in stdout
     assert not _orphans(str(props))
+
+
+SETUP_SUITE = '''
+import time
+
+import pytest
+from hypothesis import given, strategies as st
+
+
+@pytest.fixture
+def slow_setup():
+    time.sleep(3)
+
+
+@given(x=st.integers())
+def test_a_slow_setup(refimpl_backend, slow_setup, x):
+    pass
+'''
+
+
+def test_a_signal_during_setup_leaves_the_property_not_run(tmp_path: Path):
+    """A stop that lands while a property's fixtures are set up ends the property "not run"
+    (it ran no example); it is never a failure, and the call never runs half set up."""
+    props = write_suite(tmp_path / "props", "test_cse_setup.py", SETUP_SUITE)
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "refimpl", "fuzz", "--component", "cse",
+                             "--properties", str(props), "--out", str(out)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_start(out / "events" / "cse-0.jsonl", "test_a_slow_setup")
+        time.sleep(1)  # inside the fixture's setup
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stdout + stderr
+    row = report_of(out)["test_a_slow_setup"]
+    assert (row["outcome"], row["examples"]) == ("not run", 0), row
+    assert row["reason"] == "the campaign was stopped first", row

@@ -58,6 +58,7 @@ from refimpl.fuzz.runner import (
 from refimpl.fuzz.suite import component_files, default_properties_dir
 from refimpl.fuzz.worker import (
     STOP_GRACE_SECONDS,
+    STOPPED_FIRST,
     PropertyResult,
     Worker,
     collect_results,
@@ -148,7 +149,7 @@ def run_task(task: Task) -> dict[str, Any]:
     host = socket.gethostname()
     if stop.is_set():
         row = PropertyResult(task.component, task.nodeid, "not run", 0,
-                             reason="the campaign was stopped first")
+                             reason=STOPPED_FIRST)
         return {"results": [asdict(row)], "log": "", "log_path": "", "examples": {},
                 "host": host}
     with tempfile.TemporaryDirectory(prefix="refimpl-dask-") as scratch:
@@ -200,7 +201,7 @@ def collect(opts: FuzzOptions, skips: dict[str, str],
             elif w.component in skips:
                 rows.append(replace(row, outcome="skipped", reason=skips[w.component]))
             elif stopped_by:
-                rows.append(replace(row, reason="the campaign was stopped first"))
+                rows.append(replace(row, reason=STOPPED_FIRST))
             else:
                 todo.append((w.component, row.nodeid))
     return rows, todo

@@ -50,6 +50,7 @@ from hypothesis.internal.observability import add_observability_callback
 
 from refimpl.fuzz.database import make_database
 from refimpl.fuzz.examples import describe_call, keep_arguments
+from refimpl.fuzz.worker import STOPPED_FIRST
 from refimpl.properties.reach import REACH_EVENT, REACHED
 
 #: ``how_generated`` prefixes of test cases that are not examples of the search.
@@ -265,7 +266,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if call.excinfo is None or not call.excinfo.errisinstance(Interrupted):
         return
     rec = _worker.recorder
-    if rec.failing is None:
+    if call.when != "call":  # stopped while setting up: skip the call, never run it half set up
+        path, lineno, _ = item.location
+        report.outcome, report.longrepr = "skipped", (path, lineno or 0, STOPPED_FIRST)
+        report.refimpl_interrupted = True
+    elif rec.failing is None:
         report.outcome, report.longrepr = "passed", None
         report.refimpl_interrupted = True
     else:  # stopped while shrinking a failure it had found: the failure stands

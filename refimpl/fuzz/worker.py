@@ -30,6 +30,9 @@ from pathlib import Path
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.outdir import HYPOTHESIS_HOME
 
+# the reason given for a property that a stop kept from running
+STOPPED_FIRST = "the campaign was stopped first"
+
 STOP_GRACE_SECONDS = 10.0  # a stopped worker gets this long to write its results
 
 
@@ -191,7 +194,7 @@ def collect_results(worker: Worker) -> list[PropertyResult]:
                 example=_current_call(worker, nodeid),
                 timed_out=worker.killed_by == "watchdog"))
         else:
-            why = ("the campaign was stopped first" if worker.killed_by == "stop" else
+            why = (STOPPED_FIRST if worker.killed_by == "stop" else
                    "--fail-fast: the component stopped at its first failure"
                    if worker.proc.returncode == 1 else "the worker ended before reaching it")
             results.append(PropertyResult(comp, nodeid, "not run", 0, reason=why))
