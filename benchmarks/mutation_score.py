@@ -118,6 +118,25 @@ EQUIVALENT: dict[str, str] = {
         "`type(v) == list` is identity: type does not override __eq__",
     "refimpl/partition/candidates.py:65 core/ReplaceComparisonOperator_Eq_Is 1":
         "node roles are assigned from the same interned string literals: `is` and `==` agree",
+    "refimpl/partition/cost.py:94 core/ReplaceComparisonOperator_NotEq_Lt 0":
+        "every other fx op name (call_method, call_module, get_attr, output, placeholder) "
+        "sorts after 'call_function', and those nodes' targets are strings, never an "
+        "OpOverload: both forms return 0 for exactly the same nodes",
+    "refimpl/partition/exact.py:128 core/NumberReplacer 36":
+        "the tie tolerance only admits plans within 2e-9 of the optimum instead of 1e-9; "
+        "recompute costs are whole FLOPs, so no plan lies in between",
+    "refimpl/partition/exact.py:128 core/NumberReplacer 37":
+        "a tolerance of 0 where the optimum is 0 (else the same): costs are whole FLOPs and "
+        "HiGHS's own feasibility tolerance (1e-7) admits the same plans",
+    "refimpl/partition/knapsack.py:84 core/ReplaceUnaryOperator_USub_Invert 7":
+        "the key of a zero-byte item; solve() passes only items with bytes > 0 "
+        "(candidates.items drops the rest), so the branch never runs",
+    "refimpl/layout/decision.py:95 core/ReplaceComparisonOperator_Eq_GtE 0":
+        "LayoutOptions admits only 'auto', 'always' and 'never'; of these only 'never' "
+        "sorts at or after 'never'",
+    "refimpl/layout/plan.py:63 core/ReplaceComparisonOperator_Eq_Is 2":
+        "a fact's kind is one of refimpl.layout.ops's module constants (or None): `is` and "
+        "`==` agree",
     "refimpl/checkpointing/replay.py:29 core/ReplaceTrueWithFalse 0":
         "the Autocast record is built once in capture and only read in replayed: frozen or "
         "not, nothing writes or hashes it",

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 from torch import fx
-from torch.utils.flop_counter import flop_registry
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 #: enumeration is 2**candidates walks; beyond this the derivation refuses.
 MAX_CANDIDATES = 40
@@ -297,13 +297,19 @@ class ReferenceRun:
     problem: SaveProblem
     output: torch.Tensor
     grads: list
+    #: FLOPs of the no-recompute backward, by torch's FlopCounterMode: what a plan's backward
+    #: runs beyond it is what the plan recomputes
+    backward_flops: int = 0
+    #: the same save problem with only the backward's real reads (``outputs_read=False``):
+    #: the same bytes for every save-set, recompute FLOPs as a plan really spends them
+    backward_problem: SaveProblem | None = None
 
 
 def trace_reference(fn: Callable[..., Any], inputs: list[torch.Tensor],
                     seed: int = 0) -> ReferenceRun:
     """Run ``fn(*inputs)`` (forward and backward, RNG seeded with ``seed``) through
     AOTAutograd with inductor's decompositions and the default partition, capturing the
-    joint graph. ``inputs`` get their ``.grad`` set."""
+    joint graph, and count the backward's FLOPs. ``inputs`` get their ``.grad`` set."""
     # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
     from functorch.compile import aot_function, make_boxed_func
     from torch._functorch.partitioners import default_partition
@@ -314,6 +320,7 @@ def trace_reference(fn: Callable[..., Any], inputs: list[torch.Tensor],
     def capture(joint, joint_inputs, *, num_fwd_outputs, **kwargs):
         _drop_dead(joint)
         problems.append(save_problem(joint, num_fwd_outputs))
+        problems.append(save_problem(joint, num_fwd_outputs, outputs_read=False))
         return default_partition(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs,
                                  **kwargs)
 
@@ -322,5 +329,7 @@ def trace_reference(fn: Callable[..., Any], inputs: list[torch.Tensor],
                             decompositions=select_decomp_table())
     torch.manual_seed(seed)
     out = compiled(*inputs)
-    out.backward()
-    return ReferenceRun(problems[0], out.detach(), [x.grad for x in inputs])
+    with FlopCounterMode(display=False) as counter:
+        out.backward()
+    return ReferenceRun(problems[0], out.detach(), [x.grad for x in inputs],
+                        counter.get_total_flops(), problems[1])

@@ -18,11 +18,40 @@ import math
 from dataclasses import dataclass
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from refimpl.expect.partition_brute import Outcome, ReferenceRun, SaveProblem
 from refimpl.memory import measure_saved
 
 SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class PartitionPromise:
+    """What a ``compile`` target promises beyond the bound (data on its adapter, attribute
+    ``partition_promise``; default :data:`BOUND_ONLY`).
+
+    least_recompute  under torch's default solver config, a plan within the bound recomputes
+                     no more FLOPs (torch's formulas) than the best valid plan of the
+                     brute-force model within that bound, the bound's ``max`` being the
+                     target's own budget-1.0 bytes: an exact solver's promise. torch's
+                     knapsack heuristics make no such promise.
+    modelled_knapsack  under ``activation_memory_budget_solver`` ``"greedy"`` or ``"ilp"``,
+                     the plan keeps the bytes of the knapsack formulation written out in
+                     :mod:`refimpl.expect.partition_knapsack` (refimpl's; torch's own
+                     differs: its items include zero-FLOP nodes and its sizes are
+                     quantised, docs/differences.md).
+    """
+
+    least_recompute: bool = False
+    modelled_knapsack: bool = False
+
+
+BOUND_ONLY = PartitionPromise()
+
+
+def promise_of(backend) -> PartitionPromise:
+    return getattr(backend, "partition_promise", None) or BOUND_ONLY
 
 
 def bound_bytes(min_bytes: int, max_bytes: int, budget: float) -> int:
@@ -117,6 +146,18 @@ def assert_same_results(output, grads, ref_output, ref_grads, why: str,
     for i, (g, r) in enumerate(zip(grads, ref_grads)):
         assert close(g, r), (f"{why}\ngradient of input {i}: expected {reference}'s\n{r}\n"
                              f"observed\n{g}")
+
+
+def backward_flops(compiled, spec) -> int:
+    """FLOPs (torch's FlopCounterMode) of one backward of ``compiled`` on ``spec``'s inputs,
+    seeded as :func:`measured`. Call it after a first run: a backward compiled lazily
+    would be counted while it compiles."""
+    inputs = spec.inputs(0)
+    torch.manual_seed(0)
+    out = compiled(*inputs)
+    with FlopCounterMode(display=False) as counter:
+        out.backward()
+    return counter.get_total_flops()
 
 
 def measured(compiled, spec) -> tuple[int, torch.Tensor, list]:

@@ -13,6 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode as TorchFlopCounterMode
 import refimpl
 from refimpl.checkpointing import checkpoint
 from refimpl.cse import fx_graph_cse as refimpl_fx_graph_cse
+from refimpl.expect.partition_expect import PartitionPromise
 from refimpl.flops.counter import FlopCounterMode as RefimplFlopCounterMode
 from refimpl.layout import optimize_layout
 from refimpl.partition.api import compile as refimpl_compile
@@ -24,6 +25,9 @@ class RefimplBackend:
     """refimpl's own components: the oracle checked against itself."""
 
     name = "refimpl"
+    #: the exact solver (torch's default config, "dp", selects it) recomputes the least; the
+    #: knapsack heuristics follow refimpl's formulation of torch's knapsack
+    partition_promise = PartitionPromise(least_recompute=True, modelled_knapsack=True)
 
     @property
     def version(self) -> str:

@@ -10,15 +10,15 @@ returns the saved indices in increasing order; none of them ever exceeds ``C``.
 ``ilp``     exact: ``scipy.optimize.milp``, solved twice (best runtime, then least memory
             at that runtime).
 ``greedy``  torch-like: take items by runtime per byte, while they fit. Not optimal.
-``brute``   exhaustive over all ``2^n`` subsets, ``n <= 20``: the oracle's oracle.
+
+The exact two are checked against an enumeration of every subset that lives with the other
+expectations (:func:`refimpl.expect.partition_knapsack.ilp_choices`), not here.
 
 :func:`choose_items` runs one of them by name; :func:`solve` is the partition solver of the
 common contract (:mod:`refimpl.partition.problem`): the plan torch's heuristics make.
 """
 
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -28,8 +28,6 @@ from refimpl.partition.cut import Cut, cut_of
 from refimpl.partition.mincut import save_set
 from refimpl.partition.options import PartitionOptions
 from refimpl.partition.problem import Problem
-
-MAX_BRUTE_ITEMS = 20
 
 
 def _check(memories: list[int], runtimes: list[float], capacity: int) -> None:
@@ -92,23 +90,7 @@ def greedy(memories: list[int], runtimes: list[float], capacity: int) -> list[in
     return sorted(chosen)
 
 
-def brute(memories: list[int], runtimes: list[float], capacity: int) -> list[int]:
-    """Every subset; the best runtime, then the least memory, then the first in order."""
-    _check(memories, runtimes, capacity)
-    n = len(memories)
-    if n > MAX_BRUTE_ITEMS:
-        raise ValueError(f"solver='brute' takes at most {MAX_BRUTE_ITEMS} candidates, got {n}")
-    best: tuple[float, int, tuple[int, ...]] = (0.0, 0, ())
-    for size in range(1, n + 1):
-        for subset in itertools.combinations(range(n), size):
-            mem = sum(memories[i] for i in subset)
-            run = sum(runtimes[i] for i in subset)
-            if mem <= capacity and (run > best[0] or (run == best[0] and mem < best[1])):
-                best = (run, mem, subset)
-    return list(best[2])
-
-
-SOLVERS = {"dp": dp, "ilp": ilp, "greedy": greedy, "brute": brute}
+SOLVERS = {"dp": dp, "ilp": ilp, "greedy": greedy}
 
 
 def choose_items(solver: str, memories: list[int], runtimes: list[float], capacity: int

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 import torch
 from hypothesis import event, given, reject
 from hypothesis import strategies as st
@@ -45,10 +46,13 @@ from refimpl.expect.partition_expect import (
     Expected,
     assert_same_results,
     assert_saved_within,
+    backward_flops,
     bound_bytes,
     close,
     measured,
+    promise_of,
 )
+from refimpl.expect.partition_knapsack import TooManyItems, expected_bytes
 from refimpl.expect.partition_regions import honouring, trace_with_regions
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
@@ -63,6 +67,10 @@ RANDOM_PROGRAMS = programs(require_random=True)
 TORCH_SOLVERS = ("greedy", "ilp")
 #: programs with checkpoint regions, without random ops (the compiled random stream is not
 #: eager's; :func:`test_partition_keeps_random_draws` covers random ops).
+#: programs for the knapsack model (refimpl.expect.partition_knapsack: no tuple-valued ops)
+KNAPSACK_PROGRAMS = programs(kinds=tuple(k for k in KINDS if k != "attention"))
+#: budgets that leave the knapsack room for an item more often than not
+KNAPSACK_BUDGETS = st.sampled_from([0.5, 0.7, 0.8, 0.9])
 REGION_PROGRAMS = programs(kinds=tuple(k for k in KINDS if k not in RANDOM_KINDS),
                            user_regions=1.0)
 
@@ -165,6 +173,66 @@ def test_partition_honours_every_budget_of_one_function(refimpl_backend, spec):
         assert saved[low] <= saved[high_budget], (
             f"{why}\nsaved bytes rise as the budget falls: {saved[low]} at budget {low}, "
             f"{saved[high_budget]} at budget {high_budget}")
+
+
+@given(spec=programs(), budget=BUDGETS)
+def test_partition_recomputes_the_least_within_the_bound(refimpl_backend, spec, budget):
+    """For a target that promises it (``partition_promise.least_recompute``: an exact
+    solver), the plan at ``budget`` recomputes no more FLOPs than the best plan the brute
+    force finds within the bound, whose ``max`` is the target's own budget-1.0 bytes. What a
+    plan recomputes is its backward's FLOPs (torch's FlopCounterMode) beyond those of the
+    no-recompute reference. (Not equality: refimpl's plan space is the brute-force model's
+    or wider, so an exact solver may do better; docs/oracle-strength.md.)"""
+    if not promise_of(refimpl_backend).least_recompute:
+        pytest.skip(f"backend {refimpl_backend.name!r} promises no least recompute "
+                    "(partition_promise.least_recompute is False)")
+    compile_fn = component(refimpl_backend, "compile")
+    run, expected = expected_of(spec)
+    fn = spec.make()
+    torch._dynamo.reset()
+    high = measured(compile_fn(fn, memory_budget=1.0), spec)[0]
+    compiled = compile_fn(fn, memory_budget=budget)
+    saved = measured(compiled, spec)[0]  # the first call compiles: not counted
+    recomputed = backward_flops(compiled, spec) - run.backward_flops
+    bound = bound_bytes(expected.min_bytes, high, budget)
+    optimum = expected.optimum(bound)
+    reach(optimum > expected.frontier[-1].flops)  # the budget binds: recompute is a choice
+    assert recomputed <= optimum, (
+        f"{reproducer(spec, budget=budget, backend=refimpl_backend.name)}\nrecomputed FLOPs:"
+        f" expected <= {optimum} (the best plan within {bound} bytes: min "
+        f"{expected.min_bytes}, the budget-1.0 plan's {high}), observed {recomputed} "
+        f"(saving {saved} bytes)")
+
+
+@given(spec=KNAPSACK_PROGRAMS, budget=KNAPSACK_BUDGETS, solver=st.sampled_from(TORCH_SOLVERS))
+def test_partition_knapsack_solvers_keep_the_modelled_bytes(refimpl_backend, spec, budget,
+                                                            solver):
+    """For a target that promises it (``partition_promise.modelled_knapsack``), with torch's
+    ``activation_memory_budget_solver`` set to a knapsack heuristic, the plan keeps the
+    bytes of :mod:`refimpl.expect.partition_knapsack`: the fewest bytes of a valid plan that
+    recomputes none of the items the heuristic keeps within ``bound - min`` (the bound's
+    ``max``: the target's own budget-1.0 bytes). Reach: the model keeps more than ``min``."""
+    if not promise_of(refimpl_backend).modelled_knapsack:
+        pytest.skip(f"backend {refimpl_backend.name!r} promises no modelled knapsack "
+                    "(partition_promise.modelled_knapsack is False)")
+    compile_fn = component(refimpl_backend, "compile")
+    run, expected = expected_of(spec)
+    fn = spec.make()
+    torch._dynamo.reset()
+    with torch._functorch.config.patch(activation_memory_budget_solver=solver):
+        high = measured(compile_fn(fn, memory_budget=1.0), spec)[0]
+        saved = measured(compile_fn(fn, memory_budget=budget), spec)[0]
+    bound = bound_bytes(expected.min_bytes, high, budget)
+    try:
+        wanted = expected_bytes(run.backward_problem, solver, bound - expected.min_bytes)
+    except TooManyItems:
+        event("knapsack model refused: too many items")
+        reject()
+    reach(wanted != {expected.min_bytes})
+    assert saved in wanted, (
+        f"{reproducer(spec, budget=budget, solver=solver, backend=refimpl_backend.name)}\n"
+        f"saved bytes: expected one of {sorted(wanted)} (min {expected.min_bytes}, bound "
+        f"{bound}), observed {saved}")
 
 
 def check_user_regions(backend, spec: ProgramSpec, budget: float) -> None:
