@@ -14,11 +14,11 @@ torch's partitioner, for a budget strictly between 0 and 1 and a knapsack solver
 3. **Cut.** The fewest bytes any valid plan keeps with the chosen items also banned from
    recompute.
 
-Here step 1 reads :class:`~refimpl.expect.partition_brute.SaveProblem` built with the
-backward's real reads only (``ReferenceRun.backward_problem``: "needed by the backward" must
-not include the forward outputs themselves; this module shares
-no code with :mod:`refimpl.partition`), step 2 is written out (``ilp`` by enumerating
-subsets), step 3 is the brute force's minimum with those nodes banned. An ``ilp`` optimum
+This module shares no code with :mod:`refimpl.partition`. Step 1 reads the
+:class:`~refimpl.expect.partition_brute.SaveProblem` built with the backward's real reads
+only (``ReferenceRun.backward_problem``: "needed by the backward" must not count the forward
+outputs themselves), step 2 is written out (``ilp`` by enumerating subsets), and step 3 is
+the brute force's minimum with the chosen nodes banned. An ``ilp`` optimum
 can be a tie between sets of equal runtime and memory, which a MILP solver breaks as it
 likes: :func:`expected_bytes` returns the bytes of every tied set.
 

@@ -175,6 +175,13 @@ def test_partition_honours_every_budget_of_one_function(refimpl_backend, spec):
             f"{saved[high_budget]} at budget {high_budget}")
 
 
+def require_promise(backend, field: str) -> None:
+    """Skip, saying why, unless ``backend``'s ``partition_promise`` sets ``field``."""
+    if not getattr(promise_of(backend), field):
+        pytest.skip(f"backend {backend.name!r} does not promise it "
+                    f"(partition_promise.{field} is False)")
+
+
 @given(spec=programs(), budget=BUDGETS)
 def test_partition_recomputes_the_least_within_the_bound(refimpl_backend, spec, budget):
     """For a target that promises it (``partition_promise.least_recompute``: an exact
@@ -183,9 +190,7 @@ def test_partition_recomputes_the_least_within_the_bound(refimpl_backend, spec, 
     plan recomputes is its backward's FLOPs (torch's FlopCounterMode) beyond those of the
     no-recompute reference. (Not equality: refimpl's plan space is the brute-force model's
     or wider, so an exact solver may do better; docs/oracle-strength.md.)"""
-    if not promise_of(refimpl_backend).least_recompute:
-        pytest.skip(f"backend {refimpl_backend.name!r} promises no least recompute "
-                    "(partition_promise.least_recompute is False)")
+    require_promise(refimpl_backend, "least_recompute")
     compile_fn = component(refimpl_backend, "compile")
     run, expected = expected_of(spec)
     fn = spec.make()
@@ -212,9 +217,7 @@ def test_partition_knapsack_solvers_keep_the_modelled_bytes(refimpl_backend, spe
     bytes of :mod:`refimpl.expect.partition_knapsack`: the fewest bytes of a valid plan that
     recomputes none of the items the heuristic keeps within ``bound - min`` (the bound's
     ``max``: the target's own budget-1.0 bytes). Reach: the model keeps more than ``min``."""
-    if not promise_of(refimpl_backend).modelled_knapsack:
-        pytest.skip(f"backend {refimpl_backend.name!r} promises no modelled knapsack "
-                    "(partition_promise.modelled_knapsack is False)")
+    require_promise(refimpl_backend, "modelled_knapsack")
     compile_fn = component(refimpl_backend, "compile")
     run, expected = expected_of(spec)
     fn = spec.make()
