@@ -131,6 +131,9 @@ EQUIVALENT: dict[str, str] = {
     "refimpl/partition/knapsack.py:84 core/ReplaceUnaryOperator_USub_Invert 7":
         "the key of a zero-byte item; solve() passes only items with bytes > 0 "
         "(candidates.items drops the rest), so the branch never runs",
+    "refimpl/partition/knapsack.py:87 core/ReplaceComparisonOperator_Gt_NotEq 2":
+        "greedy() checks every runtime >= 0 first (_check raises otherwise), and runtimes "
+        "are FLOP counts or timings, never NaN: `!= 0` is `> 0`",
     "refimpl/layout/decision.py:95 core/ReplaceComparisonOperator_Eq_GtE 0":
         "LayoutOptions admits only 'auto', 'always' and 'never'; of these only 'never' "
         "sorts at or after 'never'",

@@ -56,7 +56,13 @@ from refimpl.expect.partition_knapsack import TooManyItems, expected_bytes
 from refimpl.expect.partition_regions import honouring, trace_with_regions
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
-from refimpl.strategies.programs import KINDS, RANDOM_KINDS, ProgramSpec, programs
+from refimpl.strategies.programs import (
+    KINDS,
+    RANDOM_KINDS,
+    ProgramSpec,
+    back_to_back_regions,
+    programs,
+)
 
 #: budgets where the bound (max: the no-recompute bytes) binds; the sweep covers the rest.
 BUDGETS = st.sampled_from([0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5])
@@ -278,4 +284,13 @@ def test_partition_honours_user_checkpoint_regions(refimpl_backend, spec, budget
     saves matmuls, nested): a backend that drops the regions saves values the user asked
     to recompute, or recomputes a must-save matmul; either way it keeps bytes no plan that
     honours the regions keeps."""
+    check_user_regions(refimpl_backend, spec, budget)
+
+
+@given(spec=back_to_back_regions(), budget=st.sampled_from([0.0, 0.5]))
+def test_partition_saves_the_value_between_two_regions(refimpl_backend, spec, budget):
+    """Two checkpoint regions back to back, the second reading the first's last value: a
+    plan that honours the regions saves that value (eager checkpointing saves a region's
+    input), so a backend that recomputes it from the first region keeps bytes no honouring
+    plan keeps (the same check as above, on a program that always has such a boundary)."""
     check_user_regions(refimpl_backend, spec, budget)

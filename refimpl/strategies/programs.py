@@ -398,6 +398,24 @@ def _regions(draw, steps: list[Step]) -> tuple[Region, ...]:
 
 
 @st.composite
+def back_to_back_regions(draw) -> ProgramSpec:
+    """``mm -> pointwise`` in one checkpoint region, then ``mm -> pointwise`` reading it in
+    the next: the value between the two regions is marked recompute in the first and read
+    by a node marked recompute in the second, the case torch's partitioner saves
+    (``cleanup_recompute_tags``) as eager checkpointing saves a region's input. The first
+    region is plain or saves its matmul; the second is plain (so its matmul is marked
+    recompute)."""
+    n, width = draw(st.integers(1, 4)), draw(st.integers(1, 6))
+    mid, out = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    first, second = (draw(st.sampled_from(NONLINEAR)) for _ in range(2))
+    steps = (Step("mm", "mm", (0,), mid), Step("pointwise", first, (1,), mid),
+             Step("mm", "mm", (2,), out), Step("pointwise", second, (3,), out))
+    policy = draw(st.sampled_from(["plain", "save_mm"]))
+    return ProgramSpec(n, width, steps, outputs=(4,),
+                       regions=(Region(0, 2, policy), Region(2, 4, "plain")))
+
+
+@st.composite
 def programs(draw, max_steps: int = 8, max_width: int = 12,
              kinds: tuple[str, ...] = KINDS, require_random: bool = False,
              user_regions: float = 0.0) -> ProgramSpec:
