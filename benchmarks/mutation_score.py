@@ -128,6 +128,10 @@ EQUIVALENT: dict[str, str] = {
     "refimpl/partition/exact.py:128 core/NumberReplacer 37":
         "a tolerance of 0 where the optimum is 0 (else the same): costs are whole FLOPs and "
         "HiGHS's own feasibility tolerance (1e-7) admits the same plans",
+    "refimpl/partition/exact.py:131 core/NumberReplacer 40":
+        "`cost > 1` for `cost > 0`: under the flops estimator (the only one a target can "
+        "select) every cost is 0 or an even count >= 2 (each FLOP formula is 2 x a product "
+        "of sizes), so the same nodes are costly",
     "refimpl/partition/knapsack.py:84 core/ReplaceUnaryOperator_USub_Invert 7":
         "the key of a zero-byte item; solve() passes only items with bytes > 0 "
         "(candidates.items drops the rest), so the branch never runs",
