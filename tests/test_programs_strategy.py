@@ -21,7 +21,14 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from refimpl.expect.partition_brute import BruteForceRefused, trace_reference
-from refimpl.strategies.programs import KINDS, MOTIFS, REGION_POLICIES, ProgramSpec, programs
+from refimpl.strategies.programs import (
+    KINDS,
+    MOTIFS,
+    REGION_POLICIES,
+    ProgramSpec,
+    back_to_back_regions,
+    programs,
+)
 from tests.finding import find_example
 
 SAMPLE = 60
@@ -169,6 +176,21 @@ def test_strategy_rejects_a_bad_region_probability():
 def test_regions_are_well_formed_and_change_no_result(spec):
     """Regions hold consecutive steps, never a random or in-place one, a nested region lies
     inside its outer one; eager results equal those of the same steps without regions."""
+    check_regions(spec)
+
+
+@given(spec=back_to_back_regions())
+def test_back_to_back_regions_meet_at_a_value_both_mark(spec):
+    """Two regions, the second starting where the first stops, its first step reading the
+    first region's last value; the second region plain (so that value's user is marked
+    recompute); well formed and harmless as above."""
+    first, second = spec.regions
+    assert first.stop == second.start and second.policy == "plain", spec.regions
+    assert spec.steps[second.start].reads == (first.stop,), str(spec)
+    check_regions(spec)
+
+
+def check_regions(spec: ProgramSpec) -> None:
     for r in spec.regions:
         assert 0 <= r.start < r.stop <= len(spec.steps)
         assert not {s.kind for s in spec.steps[r.start:r.stop]} & {"dropout", "rand",

@@ -87,7 +87,13 @@ class SaveProblem:
 
     @property
     def needed(self) -> set[int]:
+        """Every forward-side node the backward's reads depend on."""
         return self._ancestors(self.reads)
+
+    @property
+    def forward_needed(self) -> set[int]:
+        """Every forward-side node the forward outputs depend on."""
+        return self._ancestors(self.outputs)
 
     def _ancestors(self, start) -> set[int]:
         """``start`` and every forward-side node it reads, transitively."""
@@ -172,7 +178,7 @@ class SaveProblem:
         rerun the op); recompute the rest: a plan that repeats no forward work, since what
         the forward outputs do not need runs once in any plan (in the backward here). Its
         bytes bound a runtime-optimised plan that bans only forward work from recompute."""
-        forward = self._ancestors(self.outputs)
+        forward = self.forward_needed
         tuples = {i for i in forward if not self.nodes[i].savable}
         keep = [i for i in self.candidates if i in forward or self.nodes[i].banned
                 or tuples.intersection(self.nodes[i].inputs)]

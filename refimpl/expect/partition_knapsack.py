@@ -45,8 +45,7 @@ class TooManyItems(ValueError):
 
 def knapsack_items(problem: SaveProblem) -> list[int]:
     """Step 1 (module docstring): the items' node indices, in graph order."""
-    forward = problem._ancestors(problem.outputs)
-    needed = problem.needed
+    forward, needed = problem.forward_needed, problem.needed
     return [i for i, n in enumerate(problem.nodes)
             if not n.primal and not n.banned and n.savable and n.storage == i
             and n.bytes > 0 and n.flops > 0 and i in forward and i in needed]
