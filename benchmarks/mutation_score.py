@@ -5,10 +5,11 @@ made by cosmic-ray. The *killing suite* of a component is its target properties 
 ``refimpl/properties/test_<component>*.py`` that take the ``refimpl_backend`` fixture), run against
 refimpl under the ``ci`` Hypothesis profile, stopping at the first failure. A mutant is killed
 when that suite fails (or times out), survives when it passes. The score of a component is
-``killed / (killed + survived - equivalent - cuda_only)``, where ``equivalent`` are the
+``killed / (killed + survived - equivalent - cuda_only - api)``, where ``equivalent`` are the
 survivors argued equivalent in docs/oracle-strength.md (``EQUIVALENT`` below, keyed by mutant,
-and every annotation-only mutant) and ``cuda_only`` those in code that runs only on a GPU
-(``CUDA_ONLY``), reported in their own column.
+and every annotation-only mutant), ``cuda_only`` those in code that runs only on a GPU
+(``CUDA_ONLY``) and ``api`` those whose effect only refimpl's own API shows (``REFIMPL_API``),
+which the unit test named for each kills; each is reported in its own column.
 
 Algorithm, per component:
   1. copy the source tree into a work folder (cosmic-ray mutates files in place: never the
@@ -23,8 +24,11 @@ Algorithm, per component:
      costs more than the suite itself on a loaded machine, so the command is a thin client
      of a fork server (``--serve``) that has imported torch, Hypothesis and pytest, but never
      refimpl: each mutant's suite runs in a fresh fork that imports the mutated refimpl from
-     the work folder, as a new process would;
-  6. print killed / survived / score per component, and every survivor (file:line operator).
+     the work folder, as a new process would. With ``--jobs N`` the sample is dealt into N
+     shards, each a copy of the work folder with its own fork server, run side by side and
+     merged back into one session (the same mutants and verdicts as one process);
+  6. each survivor listed in ``REFIMPL_API``: applied to a fresh copy, its unit test run;
+  7. print killed / survived / score per component, and every survivor (file:line operator).
 Invariant: the same seed, sample size and source give the same mutants.
 
 Run it (long; not in CI): ``python benchmarks/mutation_score.py --component cse --sample 40``
@@ -132,6 +136,21 @@ EQUIVALENT: dict[str, str] = {
         "`cost > 1` for `cost > 0`: under the flops estimator (the only one a target can "
         "select) every cost is 0 or an even count >= 2 (each FLOP formula is 2 x a product "
         "of sizes), so the same nodes are costly",
+    "refimpl/partition/exact.py:149 core/ReplaceUnaryOperator_USub_Not 3":
+        "a lower bound of 0 (`not inf`) for -inf on the cap rows: both rows are already >= 0 "
+        "at every point the other rows admit (bytes x saved, with saved = a - r >= 0 a row; "
+        "costs >= 0 x r, with r >= 0 a bound), so the feasible set and the optima are the same",
+    "refimpl/partition/exact.py:165 core/ReplaceComparisonOperator_NotEq_Lt 0":
+        "`status < 0` for `!= 0`: scipy's statuses are 0-4, 1 and 2 raise just above, and "
+        "scipy's HiGHS wrapper returns x only for an optimum or a limit (status 1), or a "
+        "solution limit (an option refimpl never sets): statuses 3 and 4 come with x None",
+    "refimpl/partition/cost.py:78 core/ReplaceBinaryOperator_Mul_Div 0":
+        "unreachable: value_bytes reads a traced joint graph's values, and no traced graph "
+        "holds a tensor whose storage cannot be read (sparse and strided nested inputs "
+        "compile no graph; jagged nested tensors fail before the partitioner, "
+        "docs/oracle-strength.md)",
+    "refimpl/partition/cost.py:78 core/ReplaceBinaryOperator_Mul_FloorDiv 0":
+        "the same statement as Mul_Div: unreachable",
     "refimpl/partition/knapsack.py:84 core/ReplaceUnaryOperator_USub_Invert 7":
         "the key of a zero-byte item; solve() passes only items with bytes > 0 "
         "(candidates.items drops the rest), so the branch never runs",
@@ -165,10 +184,36 @@ CUDA_ONLY: dict[str, str] = {
         "CUDA generator states restored: test_cuda_rng_restored_on_recompute",
 }
 
+#: Survivors whose effect only refimpl's own API shows: no target shares that API, so no
+#: target property can see them. Each names the unit test of refimpl's that must kill it and
+#: says why no target reaches it. The script applies each such survivor to a fresh copy of the
+#: tree and runs that test (:func:`api_verdicts`): killed there, the survivor is counted
+#: apart (the ``api`` column, out of the score, as CUDA_ONLY); a unit test that passes on it
+#: leaves it a survivor.
+SOLVERS_TEST = "tests/test_partition_solvers.py::test_exact_solvers_agree_with_every_subset"
+DP_ONLY = ("torch's knapsack `dp`: only refimpl.compile(solver='dp') reaches it; the config "
+           "value 'dp' is torch's default and selects refimpl's exact solver in a target")
+REFIMPL_API: dict[str, tuple[str, str]] = {
+    "refimpl/partition/knapsack.py:55 core/ReplaceComparisonOperator_Gt_IsNot 0":
+        (SOLVERS_TEST, DP_ONLY),
+    "refimpl/partition/knapsack.py:55 core/ReplaceOrWithAnd 1": (SOLVERS_TEST, DP_ONLY),
+    "refimpl/partition/knapsack.py:57 core/ReplaceUnaryOperator_USub_Not 2":
+        (SOLVERS_TEST, DP_ONLY),
+    "refimpl/partition/mincut.py:97 core/ReplaceComparisonOperator_Gt_LtE 2": (
+        "tests/test_partition_errors.py::test_value_neither_savable_nor_recomputable_is_an_error",
+        "one augmenting path a phase still ends at a maximum flow, and every maximum flow "
+        "leaves the same source side: only the flow total differs, read only to raise "
+        "NoFiniteCut, which no traced program triggers (a banned tuple read by the backward)"),
+    "refimpl/partition/partitioner.py:89 core/ReplaceComparisonOperator_Eq_Gt 2": (
+        "tests/test_partition_api.py::test_explain_lists_saved_activations_and_inputs_apart",
+        "which saved names refimpl.explain's Plan lists as inputs: the backend hands the "
+        "backward their union either way"),
+}
+
 #: What the fork server imports before forking (never refimpl: the children import the mutant).
 PRELOADED = ("torch", "torch.fx", "torch._dynamo", "numpy", "scipy")
 
-COPIED = ["refimpl", "conftest.py", "pyproject.toml", "setup.cfg", "benchmarks"]
+COPIED = ["refimpl", "conftest.py", "pyproject.toml", "setup.cfg", "benchmarks", "tests"]
 #: what the client prints for a mutant no target property executes
 NOT_EXECUTED = "no target property executes the mutated statement"
 #: what the client prints for a mutant that changed only annotations (never evaluated)
@@ -177,6 +222,9 @@ ANNOTATION_ONLY = "equivalent by construction: only an annotation changed"
 COVERAGE = "coverage.json"
 #: the unmutated copies of the mutated modules, in the work folder
 PRISTINE = "pristine"
+#: the unit tests' verdicts on the REFIMPL_API survivors (:func:`api_verdicts`), in the work
+#: folder: mutant key -> "killed", "survived" or "error: ..."
+API_VERDICTS = "api_verdicts.json"
 
 
 @dataclass(frozen=True)
@@ -209,10 +257,11 @@ class Score:
     incompetent: int
     seconds: float
     cuda_only: int = 0  # survivors in CUDA-only code (CUDA_ONLY), left out of the score
+    api: int = 0  # survivors only refimpl's API shows, killed by its unit test (REFIMPL_API)
 
     @property
     def score(self) -> float:
-        live = self.killed + self.survived - self.equivalent - self.cuda_only
+        live = self.killed + self.survived - self.equivalent - self.cuda_only - self.api
         return self.killed / live if live else float("nan")
 
 
@@ -488,56 +537,168 @@ def mutants(db_path: Path) -> list[Mutant]:
     return sorted(found, key=lambda m: (m.path, m.line, m.operator, m.occurrence))
 
 
-def score(component: str, found: list[Mutant], seconds: float) -> Score:
+def score(component: str, found: list[Mutant], seconds: float,
+          verdicts: dict[str, str]) -> Score:
+    """The figures of ``found``; ``verdicts``: :func:`api_verdicts`' of the survivors."""
     count = lambda outcome: sum(m.outcome == outcome for m in found)
     equivalent = sum(m.outcome == "survived" and (m.key in EQUIVALENT or m.annotation_only)
                      for m in found)
     cuda_only = sum(m.outcome == "survived" and m.key in CUDA_ONLY for m in found)
+    api = sum(m.outcome == "survived" and verdicts.get(m.key) == "killed" for m in found)
     return Score(component, len(found), count("killed"), count("survived"), equivalent,
-                 len(found) - count("killed") - count("survived"), seconds, cuda_only)
+                 len(found) - count("killed") - count("survived"), seconds, cuda_only, api)
+
+
+def api_verdicts(work: Path, found: list[Mutant]) -> dict[str, str]:
+    """Each survivor of :data:`REFIMPL_API` applied (``cosmic-ray apply``) to a fresh copy
+    of the work folder's unmutated tree, and its unit test run there: "killed" when the
+    test fails (pytest's exit 1), "survived" when it passes, "error: ..." when it cannot
+    judge (it fails unmutated too, or no longer exists). Written to :data:`API_VERDICTS`."""
+    verdicts: dict[str, str] = {}
+    unmutated: dict[str, int] = {}  # test -> its exit code on the unmutated tree
+    for m in found:
+        if m.outcome != "survived" or m.key not in REFIMPL_API:
+            continue
+        test = REFIMPL_API[m.key][0]
+        if test not in unmutated:
+            unmutated[test] = unit_test_exit(work, test, None)
+        code = unit_test_exit(work, test, m) if unmutated[test] == 0 else None
+        verdicts[m.key] = ({0: "survived", 1: "killed"}.get(code, f"error: pytest exit {code}")
+                           if code is not None
+                           else f"error: fails unmutated (pytest exit {unmutated[test]})")
+        print(f"[unit test] {m.key}: {verdicts[m.key]} ({test})", flush=True)
+    (work / API_VERDICTS).write_text(json.dumps(verdicts, indent=1) + "\n")
+    return verdicts
+
+
+def unit_test_exit(work: Path, test: str, mutant: Mutant | None) -> int:
+    """pytest's exit code for ``test`` in a fresh copy of ``work``'s tree, with ``mutant``
+    applied (None: unmutated)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp)
+        for name in COPIED:
+            src = work / name
+            if src.is_dir():
+                shutil.copytree(src, copy / name)
+            elif src.exists():
+                shutil.copy2(src, copy / name)
+        if mutant is not None:
+            cosmic_ray(copy, "apply", mutant.path, mutant.operator, str(mutant.occurrence))
+        env = dict(environment(copy), PYTHONPATH=str(copy))
+        return subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p",
+                               "no:cacheprovider", test], cwd=copy, env=env,
+                              capture_output=True).returncode
+
+
+def saved_verdicts(work: Path) -> dict[str, str]:
+    path = work / API_VERDICTS
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def run_component(component: str, work_root: Path, size: int, seed: int,
-                  timeout: float) -> Score:
+                  timeout: float, jobs: int) -> Score:
     work = work_root / component
     copy_tree(work, component)
     start = time.monotonic()
     server, sock = start_server(work)
     try:
         deselect = baseline_failures(work, component, sock)
-        print(f"[{component}] baseline: {(work / 'baseline.txt').read_text().strip()}",
-              flush=True)
-        config = write_config(work, component, timeout, sock, deselect)
-        db = work / "session.sqlite"
-        cosmic_ray(work, "init", config.name, db.name)
-        exe = Path(sys.executable).with_name("cr-filter-operators")
-        subprocess.run([str(exe), db.name, config.name], cwd=work, check=True)
-        print(f"[{component}] {sample(db, size, seed)} mutants sampled (seed {seed})",
-              flush=True)
-        cosmic_ray(work, "exec", config.name, db.name)
     finally:
         server.terminate()
         server.wait()
+    print(f"[{component}] baseline: {(work / 'baseline.txt').read_text().strip()}",
+          flush=True)
+    config = write_config(work, component, timeout, sock, deselect)
+    db = work / "session.sqlite"
+    cosmic_ray(work, "init", config.name, db.name)
+    exe = Path(sys.executable).with_name("cr-filter-operators")
+    subprocess.run([str(exe), db.name, config.name], cwd=work, check=True)
+    print(f"[{component}] {sample(db, size, seed)} mutants sampled (seed {seed}); "
+          f"{jobs} shard(s)", flush=True)
+    shards = make_shards(work, component, jobs, timeout, deselect)
+    with ThreadPoolExecutor(max_workers=len(shards) or 1) as pool:
+        list(pool.map(lambda shard: exec_shard(shard, component), shards))
+    merge_shards(db, shards)
+    for shard in shards:
+        shutil.rmtree(shard)
+    found = mutants(db)
+    verdicts = api_verdicts(work, found)
     seconds = time.monotonic() - start
     (work / "seconds").write_text(f"{seconds:.0f}\n")
-    return score(component, mutants(db), seconds)
+    return score(component, found, seconds, verdicts)
+
+
+def make_shards(work: Path, component: str, jobs: int, timeout: float,
+                deselect: list[str]) -> list[Path]:
+    """Split the sample's pending mutants into up to ``jobs`` shards, dealt round-robin in
+    the session's order: each shard is a copy of the work folder (its own tree, fork server
+    and session database) in which the other shards' mutants are marked skipped."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    with use_db(str(work / "session.sqlite"), WorkDB.Mode.open) as db:
+        pending = sorted(item.job_id for item in db.pending_work_items)
+    owned = [pending[i::jobs] for i in range(min(jobs, len(pending)))]
+    shards = []
+    for i, jobs_of_shard in enumerate(owned):
+        shard = work.with_name(f"{work.name}.shard{i}")
+        if shard.exists():
+            shutil.rmtree(shard)
+        shutil.copytree(work, shard, ignore=shutil.ignore_patterns("forkserver.sock"))
+        write_config(shard, component, timeout, shard / "forkserver.sock", deselect)
+        with use_db(str(shard / "session.sqlite"), WorkDB.Mode.open) as db:
+            for job in set(pending) - set(jobs_of_shard):
+                db.set_result(job, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                              output="in another shard"))
+        shards.append(shard)
+    return shards
+
+
+def exec_shard(shard: Path, component: str) -> None:
+    """``cosmic-ray exec`` in one shard, beside its own fork server."""
+    server, _ = start_server(shard)
+    try:
+        cosmic_ray(shard, "exec", f"cosmic-ray-{component}.toml", "session.sqlite")
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def merge_shards(db_path: Path, shards: list[Path]) -> None:
+    """Copy each shard's results for its own mutants into the session at ``db_path``."""
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    with use_db(str(db_path), WorkDB.Mode.open) as db:
+        for shard in shards:
+            with use_db(str(shard / "session.sqlite"), WorkDB.Mode.open) as part:
+                for item, result in part.completed_work_items:
+                    if result.output != "in another shard" and \
+                            result.worker_outcome != "skipped":
+                        db.set_result(item.job_id, result)
+        left = [item.job_id for item in db.pending_work_items]
+    if left:
+        raise SystemExit(f"{db_path}: {len(left)} sampled mutants have no result after "
+                         f"the shards ran (see the shards' output): {left}")
 
 
 def report(scores: list[Score], work_root: Path) -> None:
     print(f"\n{'component':<11} {'sampled':>7} {'killed':>6} {'survived':>8} {'equiv':>5} "
-          f"{'cuda':>4} {'incomp':>6} {'score':>6} {'time':>7}")
+          f"{'cuda':>4} {'api':>3} {'incomp':>6} {'score':>6} {'time':>7}")
     for s in scores:
         print(f"{s.component:<11} {s.sampled:>7} {s.killed:>6} {s.survived:>8} "
-              f"{s.equivalent:>5} {s.cuda_only:>4} {s.incompetent:>6} {s.score:>6.0%} "
-              f"{s.seconds:>6.0f}s")
+              f"{s.equivalent:>5} {s.cuda_only:>4} {s.api:>3} {s.incompetent:>6} "
+              f"{s.score:>6.0%} {s.seconds:>6.0f}s")
     for s in scores:
         baseline = work_root / s.component / "baseline.txt"
         if baseline.exists():
             print(f"  baseline [{s.component}] " + baseline.read_text().strip().replace(
                 "\n", f"\n  baseline [{s.component}] "))
+        verdicts = saved_verdicts(work_root / s.component)
         for m in mutants(work_root / s.component / "session.sqlite"):
             if m.outcome == "survived":
+                api = verdicts.get(m.key)
                 mark = (" (equivalent)" if m.key in EQUIVALENT else "") + (
+                    f" (refimpl API: unit test {api})" if api else "") + (
                     " (CUDA-only)" if m.key in CUDA_ONLY else "") + (
                     f" ({ANNOTATION_ONLY})" if m.annotation_only else "") + (
                     "" if m.executed else f" ({NOT_EXECUTED})")
@@ -552,7 +713,7 @@ def finished(component: str, work_root: Path) -> Score | None:
         return None
     seconds_file = work / "seconds"
     seconds = float(seconds_file.read_text()) if seconds_file.exists() else float("nan")
-    return score(component, mutants(work / "session.sqlite"), seconds)
+    return score(component, mutants(work / "session.sqlite"), seconds, saved_verdicts(work))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -563,7 +724,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant")
     parser.add_argument("--jobs", type=int, default=1,
-                        help="components run side by side (each one process at a time)")
+                        help="mutants run side by side (the components run one after "
+                             "another, each split into this many shards)")
     parser.add_argument("--work", type=Path, default=ROOT / ".mutation",
                         help="work folder (copies of the tree, cosmic-ray sessions)")
     parser.add_argument("--report", action="store_true",
@@ -585,10 +747,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         scores = [s for s in map(lambda c: finished(c, args.work), components) if s]
     else:
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            scores = list(pool.map(lambda c: run_component(c, args.work, args.sample,
-                                                           args.seed, args.timeout),
-                                   components))
+        scores = [run_component(c, args.work, args.sample, args.seed, args.timeout,
+                                args.jobs) for c in components]
     report(scores, args.work)
     return 0
 

@@ -120,6 +120,18 @@ def test_explain_reports_plan_across_budgets():
     assert "memory_budget=0.0" in none.summary()
 
 
+def test_explain_lists_saved_activations_and_inputs_apart():
+    """mm's backward reads both inputs and sin's backward reads mm's output: the plan keeps
+    the 8x8 float32 output (256 bytes, an activation) and hands x and w over as inputs
+    (free). A view of an input (``x.t()``, 0 bytes of its own) is recomputed."""
+    x, w = (torch.randn(8, 8, requires_grad=True) for _ in range(2))
+    for fn in (lambda x, w: (x @ w).sin().sum(), lambda x, w: (x.t() @ w).sin().sum()):
+        plan = refimpl.explain(fn, x, w, memory_budget=1.0)
+        assert plan.saved == ("mm",)
+        assert sorted(plan.saved_inputs) == ["primals_1", "primals_2"]
+        assert plan.saved_bytes == 8 * 8 * 4
+
+
 def test_partition_fn_plugs_into_aot_function():
     from functorch.compile import aot_function, make_boxed_func
 

@@ -215,6 +215,29 @@ def test_partition_recomputes_the_least_within_the_bound(refimpl_backend, spec, 
         f"(saving {saved} bytes)")
 
 
+@given(spec=programs())
+def test_partition_at_budget_one_recomputes_no_flops(refimpl_backend, spec):
+    """At budget 1.0 the plan recomputes nothing that costs FLOPs: its backward's FLOPs
+    (torch's FlopCounterMode) equal those of the no-recompute reference's backward. torch's
+    partitioner bans every op that is not fusible (matmuls, convolutions, attention: every
+    op the FLOP table counts) from recompute there, and so does refimpl (docs/design.md).
+    Reach: the fewest-bytes plan recomputes FLOPs, so a partitioner without the ban could
+    save bytes by recomputing (the drawn programs hold no user checkpoint region, which
+    would ask for a recompute)."""
+    compile_fn = component(refimpl_backend, "compile")
+    run, expected = expected_of(spec)
+    reach(expected.frontier[0].flops > expected.frontier[-1].flops)
+    fn = spec.make()
+    torch._dynamo.reset()
+    compiled = compile_fn(fn, memory_budget=1.0)
+    saved = measured(compiled, spec)[0]  # the first call compiles: not counted
+    observed = backward_flops(compiled, spec)
+    assert observed == run.backward_flops, (
+        f"{reproducer(spec, budget=1.0, backend=refimpl_backend.name)}\nbackward FLOPs at "
+        f"budget 1.0: expected {run.backward_flops} (the no-recompute reference's), observed "
+        f"{observed} (saving {saved} bytes, min {expected.min_bytes})")
+
+
 @given(spec=KNAPSACK_PROGRAMS, budget=KNAPSACK_BUDGETS, solver=st.sampled_from(TORCH_SOLVERS))
 def test_partition_knapsack_solvers_keep_the_modelled_bytes(refimpl_backend, spec, budget,
                                                             solver):
