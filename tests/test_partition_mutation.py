@@ -63,3 +63,17 @@ def test_a_write_to_aliased_inputs_is_refused_by_name():
     base = torch.randn(4)
     with pytest.raises(AliasedMutatedInputs, match="inputs 0 and 1 share a storage"):
         mutated_inputs(torch.fx.symbolic_trace(write), [base[:2], base[2:]])
+
+
+def test_a_tensor_subclass_input_is_refused_by_name():
+    """A jagged nested tensor is flattened by AOTAutograd into several primals (and its
+    sizes hold a nested int): refused by name, not an AttributeError from deep inside."""
+
+    nested = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)],
+                                        layout=torch.jagged, requires_grad=True)
+    torch._dynamo.reset()
+    compiled = refimpl.compile(lambda nt: (nt.sin() * 2).values().sum(), memory_budget=0.5)
+    # dynamo wraps the backend's error; its message names the class and the input
+    with pytest.raises(Exception, match=r"SubclassInputs: example_inputs: input \d+ is a "
+                                        r"NestedTensor, a tensor subclass"):
+        compiled(nested)

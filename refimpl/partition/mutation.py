@@ -23,10 +23,11 @@ import torch
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from refimpl.partition.cost import is_sym, optimization_hint
 
-__all__ = ["AliasedMutatedInputs", "mutated_inputs"]
+__all__ = ["AliasedMutatedInputs", "SubclassInputs", "mutated_inputs"]
 
 
 def _concrete(value: Any) -> Any:
@@ -59,6 +60,22 @@ class AliasedMutatedInputs(NotImplementedError):
     inputs one to one. refimpl does not map that case (it raises rather than guess)."""
 
 
+class SubclassInputs(NotImplementedError):
+    """An input is a tensor subclass (a jagged nested tensor, a DTensor): AOTAutograd
+    flattens it into several primals, so its primals no longer follow dynamo's inputs one
+    to one, and its sizes may hold symbols no fresh fake mode can hint. refimpl does not map
+    that case (it raises rather than guess which primal an input's write lands on)."""
+
+
+def _check_plain_tensors(example_inputs: list[Any]) -> None:
+    for i, v in enumerate(example_inputs):
+        if isinstance(v, torch.Tensor) and is_traceable_wrapper_subclass(v):
+            raise SubclassInputs(
+                f"example_inputs: input {i} is a {type(v).__name__}, a tensor subclass that "
+                "AOTAutograd flattens into several inputs; refimpl's partitioner takes plain "
+                "tensors only")
+
+
 def _check_no_aliasing(example_inputs: list[Any], mutated: tuple[int, ...]) -> None:
     tensors = [(i, v) for i, v in enumerate(example_inputs) if isinstance(v, torch.Tensor)]
     seen: dict[int, int] = {}
@@ -75,7 +92,9 @@ def _check_no_aliasing(example_inputs: list[Any], mutated: tuple[int, ...]) -> N
 def mutated_inputs(gm: fx.GraphModule, example_inputs: list[Any]) -> tuple[int, ...]:
     """Positions of the ``example_inputs`` that ``gm`` writes to in place (data writes:
     their version counter moves when ``gm`` runs on fake copies of them). Raises
-    :class:`AliasedMutatedInputs` when some are written and two inputs share a storage."""
+    :class:`SubclassInputs` for a tensor-subclass input, :class:`AliasedMutatedInputs` when
+    some are written and two inputs share a storage."""
+    _check_plain_tensors(example_inputs)
     # real constants may sit in the graph; a shape env lets data-dependent ops (.item())
     # return unbacked symbols instead of raising
     mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
