@@ -24,6 +24,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PROPERTIES = ROOT / "refimpl" / "properties"
 MIN_REACH = 0.5
+#: target properties whose interesting case refimpl refuses by design, with the reason: their
+#: reach against refimpl is 0 (every example ends in the refusal the property accepts), and
+#: the case here checks exactly that; their reach is measured against torch's target instead
+REFUSED_BY_REFIMPL = {
+    "test_partition_subclass.py::test_partition_jagged_input_as_eager_or_refused":
+        "refimpl's partitioner refuses tensor-subclass inputs by name (SubclassInputs, "
+        "docs/differences.md); against --target torch the property reaches 96%",
+}
 #: under pytest-xdist every test here runs on one worker, so the session's campaign runs once.
 pytestmark = pytest.mark.xdist_group("reach-campaign")
 
@@ -78,6 +86,11 @@ def test_target_property_reaches_its_case(prop: str, ci_campaign: dict):
         pytest.skip(f"{prop} did not run: {rows[0]['reason']}")
     for r in ran:
         assert not r["harness_defect"], f"{r['nodeid']} records no reach event"
+        if prop in REFUSED_BY_REFIMPL:
+            assert r["reach"] == 0, (
+                f"{r['nodeid']}: reach {r['reach']:.0%}: refimpl ran an example it is listed "
+                f"as refusing ({REFUSED_BY_REFIMPL[prop]}); take it off REFUSED_BY_REFIMPL")
+            continue
         assert r["reach"] >= MIN_REACH, (
             f"{r['nodeid']}: reach {r['reach']:.0%} of {r['examples']} examples "
             f"(expected at least {MIN_REACH:.0%})")
