@@ -104,3 +104,28 @@ def test_finding_budget_zero_redraws_dropout_in_the_backward():
     """docs/findings.md, inductor 1: at budget 0.0 the backward recomputes the dropout with
     fresh numbers; the forward is eager's, its gradient is not."""
     assert dropout_against_eager(0.0) == (True, False)
+
+
+def mutated_input_gradient(budget: float | None) -> torch.Tensor:
+    """``x``'s gradient of ``f(x, w) = (x @ (w += 0.5)).cos().sum()``: eager's with ``budget``
+    None, else the inductor target's compiled at ``budget``."""
+    def f(x, w):
+        w.add_(0.5)
+        return (x @ w).cos().sum()
+
+    torch.manual_seed(0)
+    x, w = torch.randn(1, 2, requires_grad=True), torch.randn(2, 2)
+    fn = f if budget is None else load_backend("inductor").compile(f, memory_budget=budget)
+    fn(x, w).backward()
+    return x.grad
+
+
+@pytest.mark.torch_releases("2.11", "2.13", "2.14")
+def test_finding_budget_zero_recomputes_from_a_mutated_input():
+    """docs/findings.md, inductor 2: at budget 0.0 the backward recomputes ``w + 0.5`` from
+    ``w``, which AOTAutograd has already overwritten with ``w + 0.5``: a wrong gradient, and no
+    error (``aot_eager_decomp_partition`` raises autograd's in-place error instead); at 1.0
+    the gradient is eager's."""
+    eager = mutated_input_gradient(None)
+    assert torch.allclose(mutated_input_gradient(1.0), eager)
+    assert not torch.allclose(mutated_input_gradient(0.0), eager)

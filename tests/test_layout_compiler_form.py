@@ -20,7 +20,12 @@ from refimpl.layout.backend import make_layout_backend
 from refimpl.oracle import TargetError
 from refimpl.oracle.backend import describe, provided_by
 from refimpl.properties import test_layout, test_layout_strength
-from refimpl.properties.layout_component import layout_compile, layout_converts
+from refimpl.properties.layout_component import (
+    LayoutSeen,
+    layout_compile,
+    layout_converts,
+    layout_seen,
+)
 
 
 class PassCompiler:
@@ -78,6 +83,48 @@ def test_its_decisions_are_the_reach_and_its_output_is_run():
     assert actual.stride() == expected.stride()
     torch.testing.assert_close(actual, expected)
     assert layout_converts(CompilerBackend(), net, x, training=False) is True
+
+
+class CountingCompiler(PassCompiler):
+    """A compiler that also records a node count for each graph it decides on, as inductor's
+    does (there the graph it lowers): here its graph's count plus ``extra``, so the count
+    differs from the traced module's."""
+
+    def __init__(self, extra: int) -> None:
+        super().__init__()
+        self.node_counts: list[int] = []
+        self.extra = extra
+
+    def __call__(self, gm, example_inputs):
+        self.node_counts.append(len(gm.graph.nodes) + self.extra)
+        return super().__call__(gm, example_inputs)
+
+
+class CountingBackend:
+    name = "counting-compiler"
+
+    def __init__(self, extra: int) -> None:
+        self.extra = extra
+        self.made: list[CountingCompiler] = []
+
+    def layout_compiler(self):
+        self.made.append(CountingCompiler(self.extra))
+        return self.made[-1]
+
+
+def test_the_node_count_judged_is_that_of_the_graph_decided_on():
+    """For a pass, and for a compiler that records no count: the traced module's (input,
+    conv, relu, output: 4 nodes); for a compiler that records one: its own."""
+    net, x = wide_net()
+    assert len(torch.fx.symbolic_trace(net).graph.nodes) == 4
+    assert layout_seen(CompilerBackend(), net, x, training=False) == LayoutSeen(True, 4)
+    counting = CountingBackend(100)
+    seen = layout_seen(counting, net, x, training=False)
+    assert len(counting.made) == 1 and counting.made[0].node_counts[0] >= 104
+    assert seen == LayoutSeen(True, counting.made[0].node_counts[0])
+    pass_backend = type("PassBackend", (), {"name": "pass",
+                                            "optimize_layout": staticmethod(optimize_layout)})()
+    assert layout_seen(pass_backend, net, x, training=False) == LayoutSeen(True, 4)
 
 
 def test_a_compiler_for_other_devices_rejects_the_example():

@@ -107,7 +107,9 @@ class InductorLayoutCompiler:
     """``torch.compile``'s inductor as a dynamo backend, with ``fallback_random`` as in
     :meth:`InductorBackend.compile` and its caches off; ``decisions`` gets inductor's layout
     decision for each graph it lowers while a graph compiles (the forward: the backward is
-    lowered later, as the forward decided)."""
+    lowered later, as the forward decided), and ``node_counts`` the node count of that graph
+    (AOTAutograd's: parameters lifted to inputs, ops decomposed), the count inductor's
+    nodes-per-conv limit reads."""
 
     #: On CPU, where mkldnn is available, inductor converts every graph with a convolution
     #: (no heuristic to check) and each graph costs a C++ compile: checked on GPU only.
@@ -115,6 +117,7 @@ class InductorLayoutCompiler:
 
     def __init__(self) -> None:
         self.decisions: list[bool] = []
+        self.node_counts: list[int] = []
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]):
         # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
@@ -126,6 +129,7 @@ class InductorLayoutCompiler:
         def recorded(graph: fx.GraphModule, *, is_inference: bool) -> bool:
             decision = decide(graph, is_inference=is_inference)
             self.decisions.append(bool(decision))
+            self.node_counts.append(len(graph.graph.nodes))
             return decision
 
         patches = {"fallback_random": True, "fx_graph_cache": False}
