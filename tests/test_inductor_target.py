@@ -120,7 +120,7 @@ def mutated_input_gradient(budget: float | None) -> torch.Tensor:
     return x.grad
 
 
-@pytest.mark.torch_releases("2.11", "2.13", "2.14")
+@pytest.mark.torch_releases("2.10", "2.11", "2.13", "2.14")
 def test_finding_budget_zero_recomputes_from_a_mutated_input():
     """docs/findings.md, inductor 2: at budget 0.0 the backward recomputes ``w + 0.5`` from
     ``w``, which AOTAutograd has already overwritten with ``w + 0.5``: a wrong gradient, and no
