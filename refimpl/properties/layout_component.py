@@ -65,14 +65,14 @@ def layout_seen(backend, module, x: torch.Tensor, training: bool) -> LayoutSeen:
     returns (:func:`converted_values`), a compiler's own decision on the graph it compiled;
     with the node count of the graph decided on (module docstring)."""
     inputs = [x.clone().requires_grad_(training)]
-    traced_nodes = len(fx.symbolic_trace(module).graph.nodes)
+    gm = fx.symbolic_trace(module)  # the graph a pass is given; its count is a pass's
+    traced_nodes = len(gm.graph.nodes)
     if provided_by(backend, "layout") == "layout_compiler":
         compiler = _layout_compiler(backend, x.device.type)
         with torch.set_grad_enabled(training):
             torch.compile(module, backend=compiler)(*inputs)
         lowered = getattr(compiler, "node_counts", None) or [traced_nodes]
         return LayoutSeen(any(compiler.decisions), max(lowered))
-    gm = fx.symbolic_trace(module)
     with torch.set_grad_enabled(training):
         out = component(backend, "optimize_layout")(gm, inputs)
     return LayoutSeen(bool(converted_values(out, [x])), traced_nodes)
