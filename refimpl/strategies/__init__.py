@@ -19,6 +19,7 @@ strategy.
 | mutating    | programs that write to an input in place (``mutation_programs``) |
 | device_axis | the device axis: a device type this machine offers (``devices``) |
 | write_between | one op twice, an in-place write, a read (``write_between_repeats``) |
+| features    | the table type of what each generator must draw (``Feature``, ``all_features``) |
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import importlib
 
 SUBMODULES = ("conv", "matmul", "graphs", "programs", "modules", "nets", "flop_models",
-              "fused", "flop_programs", "mutating", "device_axis", "write_between")
+              "features", "fused", "flop_programs", "mutating", "device_axis", "write_between")
 
 
 def __getattr__(name: str):
