@@ -19,9 +19,9 @@ import pytest
 from torch import fx
 from torch._functorch.compile_utils import fx_graph_cse as torch_cse
 
+from benchmarks.bytecode_work import bytecodes
+from benchmarks.large_graphs import aten_graph
 from refimpl import fx_graph_cse
-from refimpl.expect.large_graphs import aten_graph
-from refimpl.expect.work import bytecodes
 
 ROUNDS = 3
 
@@ -74,7 +74,7 @@ def test_cse_scales_linearly(benchmark):
     with only its own graph alive: refimpl's time with the GC on (what a user sees) and
     paused; torch's; a bare dict build over the same nodes (how this machine's caches alone
     slow per-node work at the larger size); and refimpl's executed bytecodes, which no
-    cache or load changes (``refimpl.expect.work``)."""
+    cache or load changes (``benchmarks/bytecode_work.py``)."""
     per_node = {}
     for size in (10_000, 100_000):
         graph = aten_graph(size)

@@ -1,7 +1,7 @@
 """CSE does linear work: executed bytecodes per node stay flat as the graph grows ten times.
 
 Issue 14 asked why per-node CSE *time* grows from 10k to 100k nodes. The count of executed
-bytecodes (``refimpl.expect.work``) separates the algorithm from the machine: it is the
+bytecodes (``benchmarks/bytecode_work.py``) separates the algorithm from the machine: it is the
 same per node at both sizes, while a bare dict build over the same nodes slows per node as
 much as CSE does (benchmarks/bench_cse.py, ``test_cse_scales_linearly``). A quadratic step
 (a list scan per node, a sort per merge, re-walking users) would show here, on any machine,
@@ -10,9 +10,9 @@ without a clock.
 
 from __future__ import annotations
 
+from benchmarks.bytecode_work import bytecodes
+from benchmarks.large_graphs import aten_graph
 from refimpl import fx_graph_cse
-from refimpl.expect.large_graphs import aten_graph
-from refimpl.expect.work import bytecodes
 
 SMALL, LARGE = 1_000, 10_000
 #: Allowed growth of bytecodes per node over a tenfold graph: 5% (the count is exact; the
