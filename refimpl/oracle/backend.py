@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import pytest
 from torch import fx, nn
 
+from refimpl.oracle.accepts import AcceptsError, accepted_kinds, declared, filtered
 from refimpl.oracle.blame import blamed
 from refimpl.oracle.registry import BUILTIN_TARGETS
 
@@ -108,8 +109,17 @@ def builtin_target_names() -> list[str]:
 def load_backend(target: str | None = None) -> Any:
     """The backend named by ``target`` (default: :func:`selected_target`)."""
     target = target or selected_target()
-    if target in builtin_target_names():
-        return _builtin(target)
+    backend = _builtin(target) if target in builtin_target_names() else _user_target(target)
+    try:
+        declared(backend)
+    except AcceptsError as exc:
+        raise BackendError(f"target {target!r}: {exc}") from None
+    return backend
+
+
+def _user_target(target: str) -> Any:
+    """The backend a ``package.module:attribute`` target names (an object, class or
+    factory), with a string ``name``."""
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
         raise BackendError(
@@ -138,15 +148,16 @@ def selected_target(option: str | None = None) -> str:
 
 def component(backend: Any, method: str):
     """``backend.method`` wrapped so that its failures are the target's
-    (:func:`refimpl.oracle.blame.blamed`), or a pytest skip naming what is missing (never a
-    silent pass)."""
+    (:func:`refimpl.oracle.blame.blamed`) and inputs of a kind it does not take are not drawn
+    for it (:func:`refimpl.oracle.accepts.filtered`), or a pytest skip naming what is missing
+    (never a silent pass)."""
     methods = [*COMPONENTS.values(), *(m for ms in ALTERNATIVES.values() for m in ms)]
     if method not in methods:
         raise BackendError(f"method={method!r} is not one of {sorted(methods)}")
     fn = getattr(backend, method, None)
     if fn is None:
         pytest.skip(f"backend {backend.name!r} has no {method}: {skip_reason(backend, method)}")
-    return blamed(backend.name, method, fn)
+    return filtered(backend, method, blamed(backend.name, method, fn))
 
 
 def skip_reason(backend: Any, method: str) -> str:
@@ -172,4 +183,7 @@ def describe(backend: Any) -> str:
     """One line for a report header: the backend's name, version and components."""
     have = [c for c in COMPONENTS if provided_by(backend, c) is not None]
     version = getattr(backend, "version", "unknown version")
-    return f"{backend.name} ({version}); components: {', '.join(have) or 'none'}"
+    narrowed = "".join(f"; {method} takes {' and '.join(kinds)} input only"
+                       for method, kinds in declared(backend).items()
+                       if accepted_kinds(backend, method) is not None)
+    return f"{backend.name} ({version}); components: {', '.join(have) or 'none'}{narrowed}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch._functorch.config as fconfig
@@ -69,6 +69,9 @@ class TorchBackend:
 
     name = "torch"
     version = f"torch {torch.__version__}"
+    #: torch's fx_graph_cse runs in AOTAutograd on make_fx graphs only, and reads their
+    #: ``meta["val"]`` (a symbolic_trace graph's ``slice`` arguments are unhashable to it)
+    accepts: ClassVar[dict[str, tuple[str, ...]]] = {"fx_graph_cse": ("aten",)}
 
     def fx_graph_cse(self, graph):
         return torch_fx_graph_cse(graph)
