@@ -4,6 +4,7 @@ the summary say what ran, and the exit status is 128 + the signal (130 for Ctrl-
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -112,3 +113,82 @@ def test_a_signal_during_setup_leaves_the_property_not_run(tmp_path: Path):
     row = report_of(out)["test_a_slow_setup"]
     assert (row["outcome"], row["examples"]) == ("not run", 0), row
     assert row["reason"] == "the campaign was stopped first", row
+
+
+# `refimpl fuzz` with one report function wrapped so that the process sends itself SIGTERM
+# from inside the report tail, after the campaign ended: the window of issue 32, item 3.
+LATE_SIGNAL = '''
+import os
+import signal
+import sys
+
+import refimpl.fuzz.campaign as campaign
+from refimpl.cli import main
+
+WRAPPED = os.environ["WRAPPED"]
+original = getattr(campaign, WRAPPED)
+
+
+def signal_then_call(*args, **kwargs):
+    if WRAPPED == "write_json":  # report.json is written, then the signal comes
+        path = original(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return path
+    os.kill(os.getpid(), signal.SIGTERM)  # the last step: the exit status
+    return original(*args, **kwargs)
+
+
+setattr(campaign, WRAPPED, signal_then_call)
+sys.exit(main(sys.argv[1:]))
+'''
+
+FAILS_AND_PASSES = '''
+from hypothesis import given, strategies as st
+
+
+@given(x=st.integers(min_value=100))
+def test_fails(refimpl_backend, x):
+    assert x < 100, f"expected x < 100, observed {x}"
+
+
+@given(x=st.integers())
+def test_passes(refimpl_backend, x):
+    pass
+'''
+
+PASSES = '''
+from hypothesis import given, strategies as st
+
+
+@given(x=st.integers())
+def test_passes(refimpl_backend, x):
+    pass
+'''
+
+
+@pytest.mark.parametrize(("suite", "wrapped", "status"), [
+    (FAILS_AND_PASSES, "write_json", 1),
+    (FAILS_AND_PASSES, "exit_status", 1),
+    (PASSES, "write_json", 0),
+], ids=["failing-after-report-json", "failing-at-exit-status", "passing-after-report-json"])
+def test_a_signal_while_the_report_is_written_keeps_the_reports_status(
+        suite: str, wrapped: str, status: int, tmp_path: Path):
+    """Issue 32, item 3: SIGTERM after the campaign ended, while its report is written, used
+    to kill the process with exit 143 (the default handler was back), the report holding a
+    failure and ``stopped_by_signal: null``. The report is finished and the exit status is
+    the report's: 1 for a failure, 0 for a pass; the signal is mentioned on stderr."""
+    props = write_suite(tmp_path / "props", "test_cse_late.py", suite)
+    script = tmp_path / "late_signal.py"
+    script.write_text(LATE_SIGNAL)
+    out = tmp_path / "o"
+    done = subprocess.run([sys.executable, str(script), "fuzz", "--component", "cse",
+                           "--properties", str(props), "--out", str(out),
+                           "--max-examples", "5", "--no-shrink"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "WRAPPED": wrapped})
+    assert done.returncode == status, done.stdout + done.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["stopped_by_signal"] is None
+    assert report["failed"] == (1 if status else 0)
+    assert f"signal {signal.SIGTERM} arrived after the campaign ended" in done.stderr
+    assert "report: " in done.stdout  # the summary was printed to the end

@@ -4,11 +4,17 @@ Steps: clean --out (:mod:`.outdir`); mark every component the target lacks as sk
 the target's reason (its properties are collected and skipped, never run, never passed); run
 (:mod:`.runner`); write the reproducers, report.json, the JUnit XML and the summary, also when
 a signal stopped the campaign.
+
+SIGINT and SIGTERM stay caught from the start until the report is written: the first one
+stops the workers; one that arrives after the workers ended (while the report is written)
+waits until the report is whole and changes neither it nor the exit status, which is the
+report's (a failure found is never traded for a signal's status).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +24,7 @@ from refimpl.fuzz.junit import write_junit
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.outdir import clean_out
 from refimpl.fuzz.report import summary_table, write_json, write_reproducers
-from refimpl.fuzz.runner import run_campaign
+from refimpl.fuzz.runner import caught_stop_signals, run_campaign
 from refimpl.fuzz.suite import default_properties_dir
 from refimpl.oracle import describe
 from refimpl.oracle.backend import COMPONENTS, provided_by, skip_reason
@@ -72,15 +78,29 @@ def run_and_report(opts: FuzzOptions, backend: Any) -> int:
     old_rows = load_rows(opts.compare) if opts.compare else None  # before --force cleans
     clean_out(opts.out, resume=opts.resume)
     print(f"refimpl fuzz: {campaign_header(opts, backend)}", flush=True)
-    campaign = run_campaign(opts, component_skips(backend, opts.components))
-    return report_campaign(opts, backend, campaign.results, campaign.stopped_by, old_rows)
+    with caught_stop_signals():  # until the report is written (a late signal waits)
+        campaign = run_campaign(opts, component_skips(backend, opts.components))
+        return report_campaign(opts, backend, campaign.results, campaign.stopped_by, old_rows)
 
 
 def report_campaign(opts: FuzzOptions, backend: Any, results: list, stopped_by: int | None,
                     old_rows: dict | None, engine_note: str = "") -> int:
     """The one report tail of every engine: reproducers, report.json, summary.txt, the JUnit
-    XML (``--junitxml``), the printed summary, the ``--compare`` lines; the exit status."""
+    XML (``--junitxml``), the printed summary, the ``--compare`` lines; the exit status.
 
+    SIGINT and SIGTERM are caught while it runs: a signal that arrives now came after the
+    campaign ended, so it is only mentioned, and the exit status is the report's."""
+    with caught_stop_signals() as late:
+        status = _report(opts, backend, results, stopped_by, old_rows, engine_note)
+    if late:
+        print(f"refimpl fuzz: signal {late[0]} arrived after the campaign ended, while its "
+              "report was written; the report is whole and the exit status is its own",
+              file=sys.stderr, flush=True)
+    return status
+
+
+def _report(opts: FuzzOptions, backend: Any, results: list, stopped_by: int | None,
+            old_rows: dict | None, engine_note: str) -> int:
     properties = opts.properties or default_properties_dir()
     reproducers = write_reproducers(results, opts, properties, Path(os.getcwd()))
     report = write_json(results, reproducers, opts, describe(backend), stopped_by)

@@ -49,6 +49,7 @@ from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.outdir import clean_out
 from refimpl.fuzz.runner import (
     STARTUP_SECONDS,
+    caught_stop_signals,
     fold_rounds,
     missing_components,
     progress_line,
@@ -334,10 +335,7 @@ def run_dask(opts: FuzzOptions, backend: Any) -> int:
     clean_out(opts.out, resume=opts.resume)
     for sub in ("events", "logs", "examples", "reproducers"):
         (opts.out / sub).mkdir(parents=True, exist_ok=True)
-    stopped_by: list[int] = []
-    previous = {s: signal.signal(s, lambda n, f: stopped_by.append(n))
-                for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with caught_stop_signals() as stopped_by:  # until the report is written
         client, cluster, where = _cluster(opts)
         print(f"refimpl fuzz: {campaign_header(opts, backend)}\nengine: dask, on {where}"
               f"{_database_note(opts)}", flush=True)
@@ -348,13 +346,11 @@ def run_dask(opts: FuzzOptions, backend: Any) -> int:
             client.close()
             if cluster is not None:
                 cluster.close()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    order = {nodeid: i for i, (_, nodeid) in enumerate(todo)}  # collection order
-    results = rows + sorted(fold_rounds(rounds), key=lambda r: order.get(r.nodeid, len(order)))
-    return report_campaign(opts, backend, results, stopped_by[0] if stopped_by else None,
-                           old_rows, engine_note=" (engine dask)")
+        order = {nodeid: i for i, (_, nodeid) in enumerate(todo)}  # collection order
+        results = rows + sorted(fold_rounds(rounds),
+                                key=lambda r: order.get(r.nodeid, len(order)))
+        return report_campaign(opts, backend, results, stopped_by[0] if stopped_by else None,
+                               old_rows, engine_note=" (engine dask)")
 
 
 def _database_note(opts: FuzzOptions) -> str:

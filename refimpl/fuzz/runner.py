@@ -24,9 +24,12 @@ Invariant: every property a worker collected appears in the result, run or "not 
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -43,12 +46,37 @@ from refimpl.fuzz.worker import (
     start_worker,
 )
 
-__all__ = ["CampaignResult", "PropertyResult", "fold_rounds", "round_examples", "run_campaign",
-           "stall_limit"]
+__all__ = ["CampaignResult", "PropertyResult", "caught_stop_signals", "fold_rounds",
+           "round_examples", "run_campaign", "stall_limit"]
 
 STARTUP_SECONDS = 300.0  # a worker's imports and collection, before its first event
 
 _RANK = {"failed": 4, "passed": 3, "interrupted": 2, "skipped": 1, "not run": 0}
+
+#: the signals that stop a campaign (Ctrl-C, and a CI system's or a scheduler's stop).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def caught_stop_signals() -> Iterator[list[int]]:
+    """Within the block, SIGINT and SIGTERM are appended to the yielded list instead of acting;
+    the handlers in force before come back after it.
+
+    A campaign holds them from its start until its report is written: the first one stops
+    the workers, and one that arrives later waits until the report is whole, so that a
+    failure found is never lost to a signal's exit status. Outside the main thread (where
+    Python cannot set handlers, and signals are not delivered) the list stays empty."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = {s: signal.signal(s, lambda signum, frame: received.append(signum))
+                for s in STOP_SIGNALS}
+    try:
+        yield received
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 @dataclass(frozen=True)
@@ -62,17 +90,18 @@ class CampaignResult:
 class _Campaign:
     """The parent's loop: workers, rounds, the deadline, signals and the watchdog."""
 
-    def __init__(self, opts: FuzzOptions, skips: dict[str, str]) -> None:
+    def __init__(self, opts: FuzzOptions, skips: dict[str, str], signals: list[int]) -> None:
         self.opts = opts
         self.skips = skips
         properties = opts.properties or default_properties_dir()
         self.suite = {c: component_files(properties, c) for c in opts.components}
         self.deadline = time.monotonic() + 60 * opts.minutes if opts.minutes else None
-        self.stopped_by: int | None = None
+        self.signals = signals  # the stop signals received so far (caught_stop_signals)
         self.stopping = False
 
-    def _on_signal(self, signum, frame) -> None:
-        self.stopped_by = self.stopped_by or signum
+    @property
+    def stopped_by(self) -> int | None:
+        return self.signals[0] if self.signals else None
 
     def _should_stop(self) -> bool:
         timed_out = self.deadline is not None and time.monotonic() >= self.deadline
@@ -203,16 +232,13 @@ def run_campaign(opts: FuzzOptions, skips: dict[str, str] | None = None) -> Camp
     """Run the campaign ``opts`` describes into the (already clean) ``opts.out``.
 
     ``skips``: component -> the reason every property of it is skipped (the target lacks it).
-    SIGINT and SIGTERM stop the workers and end the campaign with what ran.
+    SIGINT and SIGTERM stop the workers and end the campaign with what ran; the caller keeps
+    them caught (:func:`caught_stop_signals`) until it has reported what ran.
     """
     properties = opts.properties or default_properties_dir()
     for sub in ("events", "logs", "examples", "reproducers"):
         (opts.out / sub).mkdir(parents=True, exist_ok=True)
-    campaign = _Campaign(opts, skips or {})
-    previous = {s: signal.signal(s, campaign._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with caught_stop_signals() as signals:
+        campaign = _Campaign(opts, skips or {}, signals)
         results = missing_components(opts, properties) + campaign.run()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    return CampaignResult(results, campaign.stopped_by)
+        return CampaignResult(results, campaign.stopped_by)
