@@ -11,6 +11,8 @@ import refimpl
 from refimpl.partition.candidates import reads_mutated_input
 from refimpl.partition.graph import JointGraph, JointNode
 from refimpl.partition.mutation import mutated_inputs
+from refimpl.properties.test_partition_mutation import check_at_sizes
+from refimpl.strategies.mutating import MutationSpec
 
 
 def write_then_read(x, w):
@@ -77,3 +79,32 @@ def test_a_tensor_subclass_input_is_refused_by_name():
     with pytest.raises(Exception, match=r"SubclassInputs: example_inputs: input \d+ is a "
                                         r"NestedTensor, a tensor subclass"):
         compiled(nested)
+
+
+#: issue 32, item 9: refimpl failed its own property on this example (``add_`` 2.0, then
+#: ``w[:, :k] @ w[:, :k].t()``, a saturated ``tanh``; sizes [2, 3, 15], budget 0.0). Its
+#: gradient is eager's up to float32 rounding (RMSE to float64 eager 1.8e-6 against eager's
+#: own 6.5e-7; a recompute from the written ``w`` would be off by orders of magnitude): the
+#: plain ``allclose`` judged it wrongly.
+SATURATED = MutationSpec(n=2, width=9, mutate="add_", read="slice", nonlinear="tanh",
+                         constant=2.0, k=5)
+
+
+def test_issue_32_saturated_tanh_example_passes_the_property_check():
+    check_at_sizes(refimpl.compile, SATURATED, [2, 3, 15], 0.0, "refimpl")
+
+
+def test_issue_32_the_check_still_refuses_a_stale_recompute():
+    """The judging rule still fails a wrong gradient: eager's output, but the backward reads
+    ``h`` of ``w`` written twice (a recompute from the graph's input after AOTAutograd
+    copied the new ``w`` in)."""
+    c, k = SATURATED.constant, SATURATED.k
+
+    def stale(x, w):
+        w.add_(c)
+        h, again = w[:, :k] @ w[:, :k].t(), (w + c)[:, :k] @ (w + c)[:, :k].t()
+        y = (x @ h).detach() + x @ again - (x @ again).detach()  # forward x @ h, grad: again
+        return torch.tanh(y).sum()
+
+    with pytest.raises(AssertionError, match="gradient of input 0"):
+        check_at_sizes(lambda fn, memory_budget: stale, SATURATED, [2], 0.0, "stale")

@@ -140,11 +140,11 @@ def explain_many(fn: Callable[..., Any], *args: Any, memory_budgets: Sequence[fl
         raise TypeError(f"memory_budgets must be a sequence of numbers in [0, 1], got "
                         f"{type(memory_budgets).__name__}")
     options = _options(1.0, runtime_estimator, solver, optimize_layout=False, cse=cse)
-    for budget in memory_budgets:  # each budget checked before the trace
-        _options(budget, runtime_estimator, solver)
+    # each budget checked (and made a float) before the trace
+    budgets = [_options(b, runtime_estimator, solver).memory_budget for b in memory_budgets]
     graph, _ = _joint_graph(fn, args, kwargs, options)
     # a region budget on the graph replaces each of them, as it replaces compile's budget
-    return choose_many(graph, [effective_budget(graph, b) for b in memory_budgets], options)
+    return choose_many(graph, [effective_budget(graph, b) for b in budgets], options)
 
 
 def memory_efficient_fusion(fn: Callable[..., Any] | nn.Module,

@@ -8,7 +8,9 @@ and passes it down.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
+from decimal import Decimal
 
 import torch._functorch.config as fconfig
 
@@ -53,25 +55,30 @@ class PartitionOptions:
     solver_time_limit: float = 60.0
 
     def __post_init__(self) -> None:
-        budget = self.memory_budget
-        if isinstance(budget, bool) or not isinstance(budget, int | float) \
-                or math.isnan(budget) or not 0.0 <= budget <= 1.0:
-            raise ValueError(f"memory_budget={budget!r} must be a number in [0, 1]")
-        if self.runtime_estimator not in RUNTIME_ESTIMATORS:
-            raise ValueError(f"runtime_estimator={self.runtime_estimator!r} is not one of "
-                             f"{', '.join(RUNTIME_ESTIMATORS)}")
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver={self.solver!r} is not one of {', '.join(SOLVERS)}")
+        """Checks every option's type and range (one line naming the option) and stores the
+        numbers as plain ``float`` / ``int``, whatever real type they came as."""
+        budget = _real("memory_budget", self.memory_budget, "a number in [0, 1]")
+        if not 0.0 <= budget <= 1.0:
+            raise ValueError(f"memory_budget={self.memory_budget!r} must be a number in [0, 1]")
+        limit = _real("solver_time_limit", self.solver_time_limit,
+                      "a positive finite number of seconds")
+        if not 0 < limit < math.inf:
+            raise ValueError(f"solver_time_limit={self.solver_time_limit!r} must be a positive "
+                             "finite number of seconds")
+        repeats = self.profile_repeats
+        if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) \
+                or repeats < 1:
+            raise ValueError(f"profile_repeats={repeats!r} must be an int >= 1")
+        for name, allowed in (("runtime_estimator", RUNTIME_ESTIMATORS), ("solver", SOLVERS)):
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in allowed:
+                raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
         for flag in ("cse", "optimize_layout"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag}={getattr(self, flag)!r} must be True or False")
-        limit = self.solver_time_limit
-        if isinstance(limit, bool) or not isinstance(limit, int | float) \
-                or not 0 < limit < math.inf:
-            raise ValueError(f"solver_time_limit={limit!r} must be a positive finite number "
-                             "of seconds")
-        if not isinstance(self.profile_repeats, int) or self.profile_repeats < 1:
-            raise ValueError(f"profile_repeats={self.profile_repeats!r} must be an int >= 1")
+        object.__setattr__(self, "memory_budget", budget)
+        object.__setattr__(self, "solver_time_limit", limit)
+        object.__setattr__(self, "profile_repeats", int(repeats))
 
     @classmethod
     def from_torch_config(cls, **overrides: object) -> PartitionOptions:
@@ -91,3 +98,14 @@ class PartitionOptions:
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
+
+
+def _real(name: str, value: object, what: str) -> float:
+    """``value`` as a float if it is a real number that is not NaN: any ``numbers.Real``
+    (int, float, ``Fraction``, numpy's numbers) or a ``Decimal``; never a bool (numpy's
+    ``bool_`` is no ``numbers.Real``), a string, a complex or NaN. Raises ``ValueError``
+    naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal) \
+            or (isinstance(value, Decimal) and value.is_nan()) or math.isnan(float(value)):
+        raise ValueError(f"{name}={value!r} must be {what}")
+    return float(value)

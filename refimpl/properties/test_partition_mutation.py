@@ -11,6 +11,13 @@ The second property calls one compiled function on several batch sizes, as
 :mod:`refimpl.properties.test_partition_shapes` does: past the first size mismatch the graph is
 compiled with dynamic shapes, so the partitioner meets the mutated input beside symbolic sizes.
 
+Judging: outputs and gradients close to eager's, or else within dynamo's accuracy rule against
+the same program run in float64 (:func:`refimpl.expect.partition_expect.assert_same_results`):
+a large constant written into ``w`` saturates ``tanh``, its gradients are near zero, and two
+float32 orders of the same sums then differ by more than ``allclose`` allows (issue 32, item 9:
+refimpl's own correct plan failed the plain comparison; ``tests/test_partition_mutation.py``
+pins that example).
+
 Reach: the budget is below 1, so the partitioner weighs recomputing ``h`` against saving it.
 """
 
@@ -31,12 +38,40 @@ BUDGETS = st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])
 SIZES = st.lists(st.integers(2, 16), min_size=3, max_size=4, unique=True)  # 0, 1: specialised
 
 
-def run_once(fn, spec: MutationSpec) -> tuple[torch.Tensor, list, torch.Tensor]:
-    """(output, [x's gradient], w afterwards) of one forward and backward of ``fn``."""
-    x, w = spec.inputs(0)
+def run_once(fn, spec: MutationSpec, dtype: torch.dtype = torch.float32
+             ) -> tuple[torch.Tensor, list, torch.Tensor]:
+    """(output, [x's gradient], w afterwards) of one forward and backward of ``fn`` on
+    ``spec``'s inputs, in ``dtype`` (float64: the truth that judges float32 rounding)."""
+    x, w = (t.detach().to(dtype) for t in spec.inputs(0))
+    x.requires_grad_()
     out = fn(x, w)
     out.backward()
     return out.detach(), [x.grad], w
+
+
+def check_as_eager(fn, compiled, spec: MutationSpec, why: str) -> None:
+    """One call of ``compiled`` on ``spec``'s inputs: output and ``x``'s gradient as eager's
+    (or within dynamo's rule against float64 eager), ``w`` afterwards as eager's."""
+    eager_out, eager_grads, eager_w = run_once(fn, spec)
+    fp64_out, fp64_grads, _ = run_once(fn, spec, torch.float64)
+    out, grads, w = run_once(compiled, spec)
+    assert_same_results(out, grads, eager_out, eager_grads, why, "eager",
+                        fp64=(fp64_out, fp64_grads))
+    assert close(w, eager_w), (f"{why}\nw after the call: expected eager's\n{eager_w}\n"
+                               f"observed\n{w}")
+
+
+def check_at_sizes(compile_fn, spec: MutationSpec, sizes: list[int], budget: float,
+                   backend: str) -> None:
+    """One function compiled at ``budget``, called once per batch size in ``sizes``."""
+    fn = spec.make()
+    torch._dynamo.reset()  # programs share one code object: no cache, no recompile limit
+    compiled = compile_fn(fn, memory_budget=budget)
+    for call, n in enumerate(sizes):
+        sized = replace(spec, n=n)
+        why = (f"program:\n{sized}\nbudget={budget!r}, backend={backend}, "
+               f"call {call + 1} of sizes {sizes}")
+        check_as_eager(fn, compiled, sized, why)
 
 
 @given(spec=mutation_programs(), budget=BUDGETS)
@@ -44,12 +79,9 @@ def test_partition_input_mutation_as_eager(refimpl_backend, spec, budget):
     compile_fn = component(refimpl_backend, "compile")
     reach(budget < 1)
     why = f"program:\n{spec}\nbudget={budget!r}, backend={refimpl_backend.name}"
-    eager_out, eager_grads, eager_w = run_once(spec.make(), spec)
+    fn = spec.make()
     torch._dynamo.reset()  # programs share one code object: no cache, no recompile limit
-    out, grads, w = run_once(compile_fn(spec.make(), memory_budget=budget), spec)
-    assert_same_results(out, grads, eager_out, eager_grads, why, "eager")
-    assert close(w, eager_w), (f"{why}\nw after the call: expected eager's\n{eager_w}\n"
-                               f"observed\n{w}")
+    check_as_eager(fn, compile_fn(fn, memory_budget=budget), spec, why)
 
 
 @given(spec=mutation_programs(), sizes=SIZES, budget=BUDGETS)
@@ -58,15 +90,4 @@ def test_partition_input_mutation_at_many_shapes(refimpl_backend, spec, sizes, b
     gradient and ``w`` afterwards equal eager's (dynamic shapes beside a mutated input)."""
     compile_fn = component(refimpl_backend, "compile")
     reach(budget < 1)
-    fn = spec.make()
-    torch._dynamo.reset()  # programs share one code object: no cache, no recompile limit
-    compiled = compile_fn(fn, memory_budget=budget)
-    for call, n in enumerate(sizes):
-        sized = replace(spec, n=n)
-        why = (f"program:\n{sized}\nbudget={budget!r}, backend={refimpl_backend.name}, "
-               f"call {call + 1} of sizes {sizes}")
-        eager_out, eager_grads, eager_w = run_once(fn, sized)
-        out, grads, w = run_once(compiled, sized)
-        assert_same_results(out, grads, eager_out, eager_grads, why, "eager")
-        assert close(w, eager_w), (f"{why}\nw after the call: expected eager's\n{eager_w}\n"
-                                   f"observed\n{w}")
+    check_at_sizes(compile_fn, spec, sizes, budget, refimpl_backend.name)
