@@ -159,3 +159,89 @@ def test_workers_die_when_the_campaign_is_killed(tmp_path: Path):
     while _orphans(str(props)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _orphans(str(props))
+
+
+DEAF = '''
+import signal
+import time
+
+
+class Deaf:
+    """flop_counter hangs with SIGALRM, SIGTERM and SIGINT blocked (for 120 s at most, so
+    that nothing outlives a test): neither --timeout nor a stop reaches it."""
+    name = "deaf"
+
+    def flop_counter(self, **kwargs):
+        signal.pthread_sigmask(signal.SIG_BLOCK,
+                               {signal.SIGALRM, signal.SIGTERM, signal.SIGINT})
+        time.sleep(120)
+'''
+
+DEAF_SUITE = '''
+from hypothesis import given, strategies as st
+from refimpl.oracle import component
+
+
+@given(x=st.integers(0, 3))
+def test_counts(refimpl_backend, x):
+    component(refimpl_backend, "flop_counter")()
+'''
+
+
+def _stop_a_deaf_example(home: Path, timeout: str, signals: list[int],
+                         wait: float) -> tuple[subprocess.CompletedProcess, dict, Path]:
+    """Run DEAF_SUITE against Deaf, send ``signals`` to the campaign ``wait`` s after its
+    example started; return the ended campaign, its report row and the property folder."""
+    (home / "deaf_backend.py").write_text(DEAF)
+    props = write_suite(home / "props", "test_flops_deaf.py", DEAF_SUITE)
+    out = home / "o"
+    args = [sys.executable, "-m", "refimpl", "fuzz", "--target", "deaf_backend:Deaf",
+            "--component", "flops", "--properties", str(props), "--out", str(out),
+            "--max-examples", "3", "--timeout", timeout]
+    proc = subprocess.Popen(args, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        current, deadline = out / "events" / "flops-current.json", time.monotonic() + 240
+        while not current.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert current.exists(), "the example never started"
+        time.sleep(wait)
+        for signum in signals:
+            proc.send_signal(signum)
+            time.sleep(0.5)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    done = subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
+    return done, report_of(out)["test_counts"], props
+
+
+def test_a_stop_that_must_kill_a_hung_example_keeps_it_as_timed_out(tmp_path: Path):
+    """Issue 32, item 4: SIGTERM to the campaign while an example hangs with signals blocked.
+    The worker answers no SIGTERM and is killed after the grace period; the example had run
+    past --timeout, so the property fails as timed out, with that example and a reproducer
+    that replays it (it was reported "not run: the campaign was stopped first", no example)."""
+    done, row, props = _stop_a_deaf_example(tmp_path, "2", [signal.SIGTERM], wait=3)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert row["outcome"] == "failed" and row["timed_out"], row
+    assert "x=" in row["example"] and row["examples"] >= 1, row
+    assert "--timeout 2s" in row["message"] and "SIGTERM" in row["message"], row
+    assert row["reproducer"], row
+    assert not _orphans(str(props))
+    replayed = subprocess.run([sys.executable, row["reproducer"]], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert "REPRODUCED" in replayed.stdout
+
+
+def test_two_ctrl_c_during_a_deaf_example_report_it_interrupted_with_the_example(
+        tmp_path: Path):
+    """Issue 32, item 4, the other way in: two SIGINTs while an example hangs with signals
+    blocked, well inside --timeout. The stop kills the worker after the grace period; the
+    property is "interrupted" (not "not run"), with the example it was running."""
+    done, row, props = _stop_a_deaf_example(tmp_path, "100", [signal.SIGINT] * 2, wait=1)
+    assert done.returncode == 128 + signal.SIGINT, done.stdout + done.stderr
+    assert row["outcome"] == "interrupted" and not row["timed_out"], row
+    assert "x=" in row["example"] and row["examples"] >= 1, row
+    assert "killed" in row["reason"], row
+    assert not _orphans(str(props))

@@ -10,9 +10,11 @@ Loaded with ``-p refimpl.fuzz.events`` in each worker; it reads these environmen
 ``REFIMPL_FUZZ_SETTINGS``  JSON overrides of the Hypothesis profile in force
                            (``max_examples``, ``database``, ``phases``).
 ``REFIMPL_FUZZ_TIMEOUT``   seconds one example may run (default: no limit).
-``REFIMPL_FUZZ_CURRENT``   a file rewritten before every example with the example's call, so
-                           that the parent can write a reproducer when it has to kill a worker
-                           stuck where the per-example limit cannot interrupt it.
+``REFIMPL_FUZZ_CURRENT``   a file rewritten before every example with the example's call,
+                           its start (``at``, wall-clock seconds) and the examples the
+                           property ran before it, so that the parent can report the example
+                           (and write its reproducer) when it has to kill a worker stuck where
+                           neither the per-example limit nor SIGTERM reaches.
 ``REFIMPL_FUZZ_SAVED``     the folder where the arguments of a failing example are pickled
                            (``refimpl fuzz`` sets ``--out/examples``); unset, as when a
                            reproducer replays one example, nothing is saved.
@@ -102,7 +104,7 @@ class _Recorder:
             self.failing_reason = getattr(observation, "status_reason", "") or ""
             if _worker.saved is not None:
                 keep_arguments(_worker.saved, self.nodeid, self.arguments, self.call,
-                               self.module)
+                               self.module, observation)
         if observation.status == "gave_up" or observation.how_generated.startswith(_NOT_SEARCH):
             return  # rejected draws, shrink and explain attempts are not examples
         self.examples += 1
@@ -174,7 +176,9 @@ def _guarded(item: pytest.Item, inner):
         rec.arguments, rec.call = arguments, describe_call(inner.__name__, arguments)
         rec.module = sys.modules.get(inner.__module__)
         if _worker.current is not None:
-            _worker.current.write_text(json.dumps({"nodeid": item.nodeid, "call": rec.call}))
+            _worker.current.write_text(json.dumps({"nodeid": item.nodeid, "call": rec.call,
+                                                   "at": time.time(),
+                                                   "examples": rec.examples}))
         _worker.limit("the example")
         try:
             return inner(*args, **kwargs)

@@ -7,7 +7,11 @@ What it did is read back from its event file (:mod:`refimpl.fuzz.events`):
 - every ``result`` event is one :class:`PropertyResult`;
 - a property that started and has no result was running when the worker ended: "failed" if
   the worker crashed or the watchdog killed it (with the example it was running, from the
-  worker's current-example file), "not run" if the campaign stopped it;
+  worker's current-example file);
+- one that a stop had to kill (it answered SIGTERM not within ``STOP_GRACE_SECONDS``: stuck
+  with signals blocked, or in C code) keeps the example it was running too: "failed" as
+  timed out if that example had run longer than ``--timeout`` when it was killed (what the
+  watchdog would have found), else "interrupted" ("not run" if it was still setting up);
 - every other collected property is "not run".
 
 The watchdog: a worker whose event and current-example files have not changed for
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -63,7 +68,9 @@ class Worker:
     current: Path
     log_path: Path
     started: float = field(default_factory=time.monotonic)
+    timeout: float = math.inf  # --timeout: seconds one example may run
     killed_by: str = ""  # "watchdog" | "stop" once the campaign ended it
+    killed_at: float | None = None  # time.time() of the first SIGKILL sent to it
 
     def last_activity(self) -> float:
         """Monotonic time of the worker's last sign of progress."""
@@ -82,6 +89,8 @@ class Worker:
 
     def kill(self, reason: str) -> None:
         self.killed_by = self.killed_by or reason
+        if self.killed_at is None:
+            self.killed_at = time.time()
         self.signal_group(signal.SIGKILL)
 
 
@@ -130,7 +139,7 @@ def start_worker(opts: FuzzOptions, component: str, files: list[Path], seed: int
         log.flush()
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-    return Worker(component, proc, events, current, log_path)
+    return Worker(component, proc, events, current, log_path, timeout=opts.timeout)
 
 
 def read_events(path: Path) -> list[dict]:
@@ -161,12 +170,45 @@ def _why_ended(worker: Worker) -> str:
     return f"the worker crashed ({how}) while running this property; see {worker.log_path}"
 
 
-def _current_call(worker: Worker, nodeid: str) -> str | None:
+def _current(worker: Worker, nodeid: str) -> dict | None:
+    """The worker's current-example file (call, start, examples before it), if it is about
+    ``nodeid``: the property had reached its examples."""
     try:
         current = json.loads(worker.current.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    return current["call"] if current.get("nodeid") == nodeid else None
+    return current if current.get("nodeid") == nodeid else None
+
+
+def _current_call(worker: Worker, nodeid: str) -> str | None:
+    current = _current(worker, nodeid)
+    return current["call"] if current else None
+
+
+def _killed_at_stop(worker: Worker, nodeid: str, started_at: float) -> PropertyResult:
+    """The property a stop had to kill: it answered SIGTERM not within the grace period.
+
+    Its example (from the current-example file; none if it was still setting up) ran
+    ``worker.killed_at - start`` seconds: past ``--timeout`` that is a hang, "failed" as timed
+    out with the example (as the watchdog reports it); otherwise "interrupted", with the
+    example it was running and the examples before it counted."""
+    current = _current(worker, nodeid)
+    what = "its example" if current else "its setup (its fixtures)"
+    began = current.get("at", started_at) if current else started_at
+    ran = max(worker.killed_at - began, 0.0)
+    seconds = max(worker.killed_at - started_at, ran)  # the property's time, all examples
+    example = current["call"] if current else None
+    examples = current.get("examples", 0) + 1 if current else 0
+    killed = (f"the campaign's stop (SIGTERM) did not end it within {STOP_GRACE_SECONDS:g} s, "
+              "so it was killed")
+    if ran > worker.timeout:
+        message = (f"timed out: {what} had run {ran:.0f} s, longer than --timeout "
+                   f"{worker.timeout:g}s, which could not interrupt it, and {killed}")
+        return PropertyResult(worker.component, nodeid, "failed", examples, seconds,
+                              message=message, example=example, timed_out=True)
+    reason = f"the campaign stopped while {what} ran ({ran:.0f} s so far); {killed}"
+    return PropertyResult(worker.component, nodeid, "interrupted" if current else "not run",
+                          examples, seconds, reason=reason, example=example)
 
 
 def collect_results(worker: Worker) -> list[PropertyResult]:
@@ -174,8 +216,10 @@ def collect_results(worker: Worker) -> list[PropertyResult]:
     comp, stream = worker.component, read_events(worker.events)
     done = {e["nodeid"]: _result(comp, e) for e in stream if e["event"] == "result"}
     collected = next((e["nodeids"] for e in stream if e["event"] == "collected"), None)
-    started = [e["nodeid"] for e in stream if e["event"] == "start"]
+    started = [e for e in stream if e["event"] == "start"]
+    running = started[-1]["nodeid"] if started else None  # when the worker ended
     crashed = worker.proc.returncode not in (0, 1, 5) and worker.killed_by != "stop"
+    stuck = worker.killed_by == "stop" and worker.killed_at is not None
     if collected is None and done:  # pytest stopped after collection errors
         collected = []
     if collected is None:
@@ -188,11 +232,14 @@ def collect_results(worker: Worker) -> list[PropertyResult]:
     for nodeid in collected:
         if nodeid in done:
             results.append(done[nodeid])
-        elif crashed and started and started[-1] == nodeid:
+        elif crashed and running == nodeid:
             results.append(PropertyResult(
                 comp, nodeid, "failed", 0, message=_why_ended(worker),
                 example=_current_call(worker, nodeid),
                 timed_out=worker.killed_by == "watchdog"))
+        elif stuck and running == nodeid:
+            began = started[-1].get("at", worker.killed_at)  # the property's start
+            results.append(_killed_at_stop(worker, nodeid, began))
         else:
             why = (STOPPED_FIRST if worker.killed_by == "stop" else
                    "--fail-fast: the component stopped at its first failure"
