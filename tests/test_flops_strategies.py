@@ -4,6 +4,7 @@ draw valid inputs, cover the features the properties need, and reach the fused p
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,10 @@ from hypothesis import given
 from torch import nn
 
 import refimpl
+from refimpl.expect.flops import tree_module_flops
 from refimpl.strategies.conv import conv_configs
 from refimpl.strategies.flop_programs import ARITHMETIC, arithmetic_calls
+from refimpl.strategies.flop_trees import LeafSpec, ModuleTree, TreeSpec, module_trees
 from refimpl.strategies.fused import FUSED_MODULES, fused_cases
 from refimpl.strategies.matmul import MATMUL_OPS, MatmulCase, matmul_cases
 from tests.finding import find_example
@@ -92,3 +95,38 @@ def test_arithmetic_calls_reach_their_op(name):
     with refimpl.FlopCounterMode(display=False) as mode:
         call.run()
     assert mode.uncounted_ops() == {call.op: call.times}
+
+
+# ---- module trees (refimpl.strategies.flop_trees) and their hand count ---------------------
+
+def _leaf(family, n_in, n_out, **sizes):
+    return LeafSpec(family, n_in, n_out, tuple(sorted(sizes.items())))
+
+
+def test_tree_hand_count_of_a_tree_written_out():
+    """Block(Linear 2->3 with bias, compiled Block(mm 3->2)) on a [2, 2] input: each product
+    is 2 * 2 * 2 * 3 = 24 forward; backward, the Linear forms only its weight's gradient (the
+    input needs none): 24; the mm forms its weight's and its input's: 48."""
+    inner = TreeSpec((_leaf("mm", 3, 2, bias=False, groups=1),), compiled=True)
+    root = TreeSpec((_leaf("linear", 2, 3, bias=True, groups=1), inner))
+    tree = ModuleTree(root, batch=2, width=2, modes=("forward", "backward"), input_grad=False,
+                      seed=0)
+    linear_only = {"Block.0": 24, "Block.0.inner": 24}
+    assert tree_module_flops(tree, "forward") == {
+        "Global": 48, "Block": 48, **linear_only, "Block.1": 24, "Block.1._orig_mod": 24,
+        "Block.1._orig_mod.0": 24}
+    assert tree_module_flops(tree, "backward") == {
+        "Global": 120, "Block": 120, "Block.0": 48, "Block.0.inner": 48, "Block.1": 72,
+        "Block.1._orig_mod": 72, "Block.1._orig_mod.0": 72}
+
+
+@given(module_trees())
+def test_module_trees_chain_their_widths_and_run(tree):
+    leaves = tree.leaves()
+    assert leaves[0].width_in == tree.width
+    assert all(a.width_out == b.width_in for a, b in pairwise(leaves))
+    model = tree.build()
+    with torch.no_grad():
+        out = model(tree.inputs())
+    assert tuple(out.shape) == (tree.batch, leaves[-1].width_out)
+    assert len(tree.modes) == 3 == len(set(tree.modes))

@@ -386,3 +386,103 @@ def assert_model_flops(observed: int, expected: int, reproducer: str) -> None:
             f"model FLOPs: expected {expected} (hand derivation, by the counter's stated "
             f"conventions), observed {observed} ({observed - expected:+d})\n"
             f"reproducer: {reproducer}")
+
+
+# ---- per-module attribution: a hand count over a drawn module tree ---------------------------
+
+#: leaf families whose leaf holds a torch layer named ``inner`` (one more module name).
+_WITH_INNER = ("linear", "conv", "conv_transpose", "rnn")
+_PRODUCT_FAMILIES = ("linear", "mm", "addmm", "bmm", "baddbmm", "matmul_broadcast",
+                     "matmul_1d")
+
+
+def _tree_leaf_forward(leaf: Any, batch: int) -> int:
+    """One leaf's forward FLOPs (refimpl.strategies.flop_trees, read as plain data)."""
+    n_in, n_out, size = leaf.width_in, leaf.width_out, leaf.size
+    if leaf.family in _PRODUCT_FAMILIES:  # [b, in] x [in, out], once per group
+        groups = size("groups")
+        return 2 * groups * batch * n_in * n_out
+    if leaf.family in ("conv", "conv_transpose"):
+        per_group_in = size("channels") // size("groups")
+        per_group_out = size("out_channels") // size("groups")
+        if leaf.family == "conv":  # every output position of every output channel
+            positions = n_out // size("out_channels")
+            return 2 * batch * positions * size("out_channels") * per_group_in * size("kernel")
+        # transposed: every input position of every input channel meets its group's filters
+        return 2 * batch * size("length") * size("channels") * per_group_out * size("kernel")
+    if leaf.family == "sdpa":  # q k^T and p v
+        return 2 * 2 * batch * size("heads") * size("tokens") ** 2 * size("dim")
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[size("kind")]
+    features, hidden = n_in // size("steps"), size("hidden")
+    return 2 * size("steps") * batch * gates * hidden * (features + hidden)
+
+
+def _tree_leaf_backward(leaf: Any, batch: int, input_grad: bool) -> int:
+    """One leaf's backward FLOPs: per product, one product of the forward's size for each
+    operand that needs a gradient (module docstring, Backward). The parameters always do;
+    the leaf's input when ``input_grad``. Exceptions by the op's backward kernel: a
+    matrix-vector product's input gradient is an outer product, which eager runs as an
+    element-wise multiply (0 by convention); CPU attention (flash) recomputes the scores
+    (``2 B H S S (3 D + 2 D)``); the fused LSTM kernel forms both gradients of both products;
+    a GRU or RNN cell's hidden product at step 0 reads the zero initial state, which needs
+    no gradient."""
+    forward, size = _tree_leaf_forward(leaf, batch), leaf.size
+    if leaf.family == "matmul_1d":
+        return forward
+    if leaf.family == "sdpa":
+        scores = 2 * batch * size("heads") * size("tokens") ** 2 * size("dim")
+        return 5 * scores if input_grad else 0
+    if leaf.family != "rnn":
+        return forward * (1 + int(input_grad))
+    if size("kind") == "LSTM":
+        return 2 * forward
+    gates = {"GRU": 3, "RNN": 1}[size("kind")]
+    features, hidden, steps = leaf.width_in // size("steps"), size("hidden"), size("steps")
+    input_part = 2 * steps * batch * gates * hidden * features
+    hidden_part = 2 * steps * batch * gates * hidden * hidden
+    return (input_part * (1 + int(input_grad)) + 2 * hidden_part
+            - 2 * batch * gates * hidden * hidden)
+
+
+def _tree_names(node: Any, name: str) -> tuple[list[str], str]:
+    """The names a container at ``name`` adds, and the prefix of its children's names."""
+    if node.compiled:
+        return [name, f"{name}._orig_mod"], f"{name}._orig_mod"
+    return [name], name
+
+
+def tree_module_flops(tree: Any, mode: str) -> dict[str, int]:
+    """{module name: FLOPs} a counter must report for running ``tree`` (a drawn
+    :class:`refimpl.strategies.flop_trees.ModuleTree`) in ``mode``, by hand from its plain
+    data.
+
+    A leaf's FLOPs (forward; plus backward when ``mode`` is "backward") belong to "Global",
+    to the leaf, to its ``inner`` layer if it has one, and to every container on its path
+    (a compiled container: its ``OptimizedModule`` wrapper and the ``_orig_mod`` inside,
+    each in full). A leaf's input needs a gradient when the tree's input does or an earlier
+    leaf has parameters. Names with 0 FLOPs are left out."""
+    counts: dict[str, int] = defaultdict(int)
+    backward = mode == "backward"
+    needs_grad = tree.input_grad
+    root_name = "OptimizedModule" if tree.root.compiled else "Block"
+    stack = [(tree.root, root_name, ["Global"])]
+    ordered_leaves: list[tuple[Any, list[str]]] = []
+    while stack:
+        node, name, above = stack.pop()
+        if hasattr(node, "children"):
+            names, prefix = _tree_names(node, name)
+            for i in reversed(range(len(node.children))):
+                stack.append((node.children[i], f"{prefix}.{i}", above + names))
+            continue
+        own = [name] + ([f"{name}.inner"] if node.family in _WITH_INNER else [])
+        ordered_leaves.append((node, above + own))
+    runs_backward = backward and (needs_grad or any(leaf.has_parameters
+                                                    for leaf, _ in ordered_leaves))
+    for leaf, names in ordered_leaves:
+        flops = _tree_leaf_forward(leaf, tree.batch)
+        if runs_backward:
+            flops += _tree_leaf_backward(leaf, tree.batch, needs_grad)
+        for name in names:
+            counts[name] += flops
+        needs_grad = needs_grad or leaf.has_parameters
+    return {name: n for name, n in counts.items() if n}

@@ -17,6 +17,12 @@ model, so a peer counter whose conventions cover that family can be compared exa
 
 Sizes are small (a few thousand FLOPs), so a peer that traces or hooks runs fast. Every
 drawn model is valid by construction and shrinks towards one small layer.
+
+:data:`FEATURES` is the FLOP component's feature table (refimpl.strategies.features): what
+the FLOP properties' generators must draw, each held at 20% of ci-profile draws by
+tests/test_features.py and listed in docs/features.md. Most live in
+:mod:`refimpl.strategies.flop_trees` (every op family, nesting, run modes, torch.compile),
+the fused inference paths in :mod:`refimpl.strategies.fused`.
 """
 
 from __future__ import annotations
@@ -31,8 +37,12 @@ from hypothesis import strategies as st
 from torch import nn
 
 from refimpl.strategies.conv import ConvConfig, conv_configs
+from refimpl.strategies.features import Feature
+from refimpl.strategies.flop_trees import LeafSpec, ModuleTree, TreeSpec, module_trees
+from refimpl.strategies.fused import FUSED_MODULES, fused_cases
 
-__all__ = ["FLOP_MODEL_FAMILIES", "FlopModel", "FunctionalLinear", "SdpaBlock", "flop_models"]
+__all__ = ["FEATURES", "FLOP_MODEL_FAMILIES", "FlopModel", "FunctionalLinear", "SdpaBlock",
+           "flop_models"]
 
 FLOP_MODEL_FAMILIES = ("linear", "linear_fn", "conv", "conv_transpose", "sdpa", "mha", "lstm",
                        "gru")
@@ -205,3 +215,107 @@ def flop_models(draw: st.DrawFn, family: str | st.SearchStrategy[str] | None = N
         chosen = draw(family if family is not None else st.sampled_from(FLOP_MODEL_FAMILIES))
     params, shape = _params(draw, chosen)
     return FlopModel(chosen, tuple(sorted(params.items())), shape, draw(st.integers(0, 2**16)))
+
+
+# ---- the feature table ---------------------------------------------------------------------
+
+_TREES = "test_flops_modules.py::test_module_attribution_is_the_hand_count"
+_FUSED = "test_flops.py::test_fused_inference_paths_count_the_same_math"
+
+
+def _families(tree: ModuleTree) -> set[str]:
+    return {leaf.family for leaf in tree.leaves()}
+
+
+def _has_family(family: str):
+    return lambda tree: family in _families(tree)
+
+
+def _container_depth(node: TreeSpec) -> int:
+    """Containers on the longest root-to-leaf path, the root included."""
+    return 1 + max((_container_depth(c) for c in node.children if isinstance(c, TreeSpec)),
+                   default=0)
+
+
+def _mixes_leaf_and_container(node: TreeSpec) -> bool:
+    """A container holding a leaf of its own beside a nested container (its count is its
+    own leaf's plus its child's: neither the child's count nor the leaf's alone)."""
+    kinds = {type(c) for c in node.children}
+    return {LeafSpec, TreeSpec} <= kinds or any(
+        _mixes_leaf_and_container(c) for c in node.children if isinstance(c, TreeSpec))
+
+
+def _grouped_conv(tree: ModuleTree) -> bool:
+    return any(leaf.family in ("conv", "conv_transpose") and leaf.size("groups") > 1
+               for leaf in tree.leaves())
+
+
+def _tree_feature(name: str, meaning: str, detect) -> Feature:
+    return Feature("flops", name, meaning, module_trees, detect, _TREES)
+
+
+def _fused_draws():
+    """What test_fused_inference_paths_count_the_same_math draws: a case and a fast mode."""
+    return st.tuples(fused_cases(), st.sampled_from(["inference_mode", "no_grad"]))
+
+
+_ENCODER_FUSED = {k for k, ops in FUSED_MODULES.items()
+                  if torch.ops.aten._transformer_encoder_layer_fwd in ops}
+_ATTENTION_FUSED = {k for k, ops in FUSED_MODULES.items()
+                    if torch.ops.aten._native_multi_head_attention in ops}
+
+_FAMILY_MEANINGS = {
+    "linear": "an nn.Linear leaf (addmm with a bias, mm without)",
+    "mm": "torch.mm on a leaf's own weight",
+    "addmm": "torch.addmm (bias + product)",
+    "bmm": "torch.bmm over 2-3 weight groups",
+    "baddbmm": "torch.baddbmm over 2-3 weight groups",
+    "matmul_broadcast": "torch.matmul of [b, k] by [g, k, n]: the 2-d operand broadcast "
+                        "over the groups (reaches bmm)",
+    "matmul_1d": "torch.matmul with a 1-d operand (reaches mv; its input gradient is an "
+                 "outer product, 0 FLOPs)",
+    "conv": "nn.Conv1d (stride 1-2, grouped where the channels allow)",
+    "conv_transpose": "nn.ConvTranspose1d (stride 1-2, grouped where the channels allow)",
+    "sdpa": "F.scaled_dot_product_attention on CPU (the flash kernel; its backward recomputes "
+            "the scores)",
+    "rnn": "nn.LSTM, nn.GRU or nn.RNN (fused LSTM kernel, decomposed GRU/RNN cells)",
+}
+
+#: the FLOP component's features (module docstring); docs/features.md lists them.
+FEATURES: tuple[Feature, ...] = (
+    *(_tree_feature(f"family_{family}", meaning, _has_family(family))
+      for family, meaning in _FAMILY_MEANINGS.items()),
+    _tree_feature("grouped_conv", "a convolution or transposed convolution with groups > 1",
+                  _grouped_conv),
+    _tree_feature("conv_backward", "a convolution leaf in a tree that also runs backward",
+                  lambda t: "backward" in t.modes
+                  and bool(_families(t) & {"conv", "conv_transpose"})),
+    _tree_feature("nesting", "a leaf three containers deep (modules inside modules inside "
+                  "modules)", lambda t: _container_depth(t.root) >= 3),
+    _tree_feature("attribution", "a container with a leaf of its own beside a nested "
+                  "container", lambda t: _mixes_leaf_and_container(t.root)),
+    *(_tree_feature(f"mode_{mode}", meaning, lambda t, mode=mode: mode in t.modes)
+      for mode, meaning in [("backward", "run forward, then backward (autograd on)"),
+                            ("forward", "run forward only with autograd on"),
+                            ("no_grad", "run under torch.no_grad()"),
+                            ("inference", "run under torch.inference_mode()")]),
+    _tree_feature("input_without_grad", "the tree's input does not require grad (the first "
+                  "leaf's backward forms only its weight's gradient)",
+                  lambda t: not t.input_grad),
+    _tree_feature("compiled", "a container wrapped by torch.compile (its OptimizedModule "
+                  "wrapper and _orig_mod are both credited in full)",
+                  lambda t: any(c.compiled for c in t.containers())),
+    _tree_feature("compiled_nested", "the compiled wrapper below the root (pytorch/pytorch"
+                  "#124196's shape)", lambda t: any(c.compiled for c in t.containers()[1:])),
+    Feature("flops", "fused_inference_mode", "a fused inference path (nn.MultiheadAttention, "
+            "nn.Transformer*) under torch.inference_mode()", _fused_draws,
+            lambda v: v[1] == "inference_mode", _FUSED),
+    Feature("flops", "fused_no_grad", "a fused inference path under eval() + torch.no_grad()",
+            _fused_draws, lambda v: v[1] == "no_grad", _FUSED),
+    Feature("flops", "fused_encoder_layer", "a module whose inference path runs "
+            "aten._transformer_encoder_layer_fwd", _fused_draws,
+            lambda v: v[0].kind in _ENCODER_FUSED, _FUSED),
+    Feature("flops", "fused_attention", "a module whose inference path runs "
+            "aten._native_multi_head_attention", _fused_draws,
+            lambda v: v[0].kind in _ATTENTION_FUSED, _FUSED),
+)
