@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -98,3 +99,28 @@ def test_a_campaign_leaves_nothing_in_the_folder_it_runs_in(tmp_path: Path):
                 str(tmp_path / "o"), "--max-examples", "5", "--profile", "fuzz", cwd=run_in)
     assert done.returncode in (0, 1), done.stdout + done.stderr
     assert sorted(p.name for p in run_in.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling link"])
+def test_resume_refuses_a_database_that_is_not_a_folder(tmp_path: Path, kind: str):
+    """Issue 32, item 8: `--resume` where --out's hypothesis-db is a file ran the campaign
+    without its example database and said nothing. It is one line naming the path and
+    --resume, exit 2, before anything runs or is removed."""
+    props = write_suite(tmp_path / "props", "test_cse_tiny.py", SUITE)
+    out = tmp_path / "o"
+    args = ["fuzz", "--component", "cse", "--properties", str(props), "--out", str(out),
+            "--max-examples", "5", "--no-shrink"]
+    assert _run(*args, cwd=tmp_path).returncode == 1  # a campaign's folder, with a failure
+    database = out / "hypothesis-db"
+    shutil.rmtree(database, ignore_errors=True)
+    if kind == "file":
+        database.write_text("not a database")
+    else:
+        database.symlink_to(tmp_path / "nowhere")
+    done = _run(*args, "--resume", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert str(database) in lines[0] and "--resume" in lines[0], lines[0]
+    assert database.is_symlink() or database.read_text() == "not a database"
+    assert (out / "report.json").exists() and list((out / "reproducers").iterdir())

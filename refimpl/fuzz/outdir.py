@@ -3,7 +3,8 @@
 A run never mixes its files with an earlier run's: a non-empty --out is refused unless
 
 - ``--resume``: the earlier campaign's example database (``hypothesis-db/``) is kept, so its
-  failures are replayed first, and everything else it wrote is removed;
+  failures are replayed first, and everything else it wrote is removed; a ``hypothesis-db``
+  that is not a folder we can write is refused (the workers would run without it, silently);
 - ``--force``: everything the earlier campaign wrote is removed, its database too.
 
 Either way only the entries a campaign writes (:data:`CAMPAIGN_ENTRIES`) are removed, and only
@@ -74,9 +75,26 @@ def check_out(out: Path, *, resume: bool, force: bool) -> None:
             if foreign:
                 raise OutError(f"{out} holds files a campaign did not write "
                                f"({', '.join(foreign[:5])}); choose another --out")
+            if resume:
+                check_resumable_database(out / DATABASE)
         check_writable_folder(out)
     except OSError as exc:
         raise OutError(str(exc)) from exc
+
+
+def check_resumable_database(database: Path) -> None:
+    """Raise :class:`OutError` unless the example database ``--resume`` keeps is absent (a
+    campaign that stored nothing) or a folder that can be written: Hypothesis would neither
+    read nor write a file there, and the campaign would run without it, saying nothing."""
+    if not (database.exists() or database.is_symlink()):
+        return
+    if not database.is_dir():
+        raise OutError(f"{database} is not a folder, so --resume cannot keep it as the "
+                       "example database; remove it, or pass --force instead of --resume")
+    try:
+        check_writable_folder(database)
+    except OSError as exc:
+        raise OutError(f"--resume keeps the example database {database}, but {exc}") from exc
 
 
 def check_junitxml(junitxml: Path, out: Path) -> None:
