@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from refimpl.expect.partition_knapsack import ilp_choices
-from refimpl.partition import exact, exhaustive, knapsack, lagrangian
+from refimpl.partition import exact, exhaustive, knapsack
 from refimpl.partition.api import joint_graph
 from refimpl.partition.cut import Cut
 from refimpl.partition.mincut import Network, max_flow_source_side
@@ -104,7 +104,7 @@ def _contract_graph():
 
 @pytest.mark.parametrize("module, solver", [(exact, "exact"), (exhaustive, "brute"),
                                             (knapsack, "dp"), (knapsack, "greedy"),
-                                            (lagrangian, "exact")])
+                                            (knapsack, "ilp")])
 def test_every_solver_keeps_the_one_contract(module, solver):
     """solve(problem, options) -> Cut, the same signature everywhere; the cut fits the bound
     and recomputes nothing banned (refimpl.partition.problem)."""
@@ -118,3 +118,22 @@ def test_every_solver_keeps_the_one_contract(module, solver):
     assert isinstance(cut, Cut)
     assert cut.bytes <= bound
     assert not bans.hard & set(cut.recomputed)
+
+
+@pytest.mark.parametrize("solver", ["exact", "brute", "dp", "ilp", "greedy"])
+def test_the_budget_reaches_a_solver_once_as_the_bound(solver):
+    """Issue 30, item 4: a solver reads the bound, never ``options.memory_budget`` (the
+    knapsack's budget-0 rule used to read it: the plan at one bound then depended on it)."""
+    from refimpl.partition.partitioner import SOLVER_MODULES
+
+    torch.manual_seed(0)
+    args = [torch.randn(8, 8, requires_grad=True), torch.randn(8, 4, requires_grad=True),
+            torch.randn(8, 16, requires_grad=True)]
+    graph = joint_graph(lambda x, w1, w2: (x @ w1).cos().sum() + (x @ w2).cos().sum(), *args)
+    bans = bans_and_bounds(graph)  # save both products (640 bytes) or neither (0)
+    problem = Problem(graph, bans, budget_bound(bans.low.bytes, bans.high.bytes, 0.5))
+    cuts = {budget: SOLVER_MODULES[solver].solve(
+        problem, PartitionOptions(memory_budget=budget, solver=solver))
+        for budget in (0.0, 0.5, 0.9)}
+    assert cuts[0.0] == cuts[0.5] == cuts[0.9], {b: c.bytes for b, c in cuts.items()}
+    assert cuts[0.5].bytes == 128  # the smaller product fits the bound: it is saved

@@ -104,12 +104,12 @@ def choose_items(solver: str, memories: list[int], runtimes: list[float], capaci
 def solve(problem: Problem, options: PartitionOptions) -> Cut:
     """torch's heuristic plan for ``problem``: the knapsack ``options.solver`` chooses which
     recompute candidates to save within ``bound - min`` bytes, and a minimum cut with those
-    banned from recompute gives the plan (the ``max`` plan when it fits, the ``min`` plan at
-    budget 0)."""
+    banned from recompute gives the plan (the ``max`` plan when it fits, the ``min`` plan
+    when the bound leaves no room above it: torch's rule for budget 0)."""
     graph, bans = problem.graph, problem.bans
     if bans.high.bytes <= problem.bound:
         return bans.high
-    if options.memory_budget == 0:
+    if problem.bound <= bans.low.bytes:
         return bans.low
     items = candidates.items(graph, bans.hard)
     keep = choose_items(options.solver, [i.bytes for i in items], [i.runtime for i in items],

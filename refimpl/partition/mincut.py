@@ -134,9 +134,8 @@ def min_cut_saves(graph: JointGraph, side: list[JointNode], save: list[int],
     """The saved names of a minimum cut of the network of the module docstring over
     ``side`` (``graph.forward_side()``): ``save[i]`` is the capacity of ``v.in -> v.out``
     (what saving ``v`` costs), ``source[i]`` that of ``source -> v.in`` (0: no edge;
-    ``infinite``: ``v`` may not be recomputed; else what recomputing it costs, as
-    :mod:`refimpl.partition.lagrangian` charges). Raises :class:`NoFiniteCut`, naming
-    ``why_infinite``, when every cut is infinite."""
+    ``infinite``: ``v`` may not be recomputed; else what recomputing it costs). Raises
+    :class:`NoFiniteCut`, naming ``why_infinite``, when every cut is infinite."""
     index = {n.name: i for i, n in enumerate(side)}
     source_vertex, sink = 2 * len(side), 2 * len(side) + 1
     net = Network(2 * len(side) + 2)

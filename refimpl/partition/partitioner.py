@@ -63,24 +63,24 @@ def choose(graph: JointGraph, options: PartitionOptions) -> Plan:
 def choose_many(graph: JointGraph, budgets: Sequence[float], options: PartitionOptions
                 ) -> list[Plan]:
     """One plan per budget in ``budgets`` (each in [0, 1]), sharing the bans and bounds;
-    ``options.memory_budget`` is ignored."""
+    ``options.memory_budget`` is ignored. Each budget reaches the solver once, as the byte
+    bound of its :class:`Problem`."""
     bans = bans_and_bounds(graph)
     lo, hi = bans.low.bytes, max(bans.high.bytes, bans.low.bytes)
     plans = []
     for budget in budgets:
-        options_b = replace(options, memory_budget=budget)
         bound = budget_bound(lo, hi, budget)
-        plans.append(_plan(graph, options_b, _solve(graph, options_b, bans, bound), lo, hi,
-                           bound))
+        cut = _solve(Problem(graph, bans, bound), budget, options)
+        plans.append(_plan(graph, replace(options, memory_budget=budget), cut, lo, hi, bound))
     return plans
 
 
-def _solve(graph: JointGraph, options: PartitionOptions, bans: Bans, bound: int) -> Cut:
-    """The cut ``options.solver`` chooses within ``bound`` bytes (budget 1: the ``max`` plan,
-    whatever the solver)."""
-    if options.memory_budget == 1:
-        return bans.high
-    return SOLVER_MODULES[options.solver].solve(Problem(graph, bans, bound), options)
+def _solve(problem: Problem, budget: float, options: PartitionOptions) -> Cut:
+    """The cut ``options.solver`` chooses within ``problem.bound`` bytes (budget 1: the
+    ``max`` plan, whatever the solver)."""
+    if budget == 1:
+        return problem.bans.high
+    return SOLVER_MODULES[options.solver].solve(problem, options)
 
 
 def _plan(graph: JointGraph, options: PartitionOptions, cut: Cut, lo: int, hi: int,
