@@ -19,8 +19,8 @@ import pytest
 import torch
 from torch import nn
 
+from refimpl.expect.layout import make_layout_backend
 from refimpl.layout import META_KEY, optimize_layout
-from refimpl.layout.backend import make_layout_backend
 from refimpl.models import BasicBlock
 
 BLOCKS, BATCH, SIZE, ROUNDS = 3, 8, 28, 12

@@ -13,10 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
-from refimpl.expect.layout import converted_values
+from refimpl.expect.layout import converted_values, make_layout_backend
 from refimpl.expect.precision import Precision
 from refimpl.layout import optimize_layout
-from refimpl.layout.backend import make_layout_backend
 from refimpl.oracle import TargetError
 from refimpl.oracle.backend import describe, provided_by
 from refimpl.properties import test_layout, test_layout_strength

@@ -7,21 +7,26 @@ or a 1x1 image is both, and proves nothing). Eager convolutions on contiguous in
 contiguous outputs, so any such value is a conversion the pass made.
 
 Invariant: the answer depends only on the values the graph computes, so it holds for any
-backend's pass (refimpl's, or one under test).
+backend's pass (refimpl's, or one under test). Nothing here reads refimpl's own layout pass
+(:mod:`refimpl.layout`): the facts used are torch's documented semantics (an eager
+convolution of a contiguous input returns a contiguous output; ``Tensor.is_contiguous(
+memory_format=...)``), and :func:`make_layout_backend` is plain torch (dynamo, then
+AOTAutograd with eager compilers).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import fx
 from torch.utils._pytree import tree_leaves
 
-from refimpl.layout.backend import make_layout_backend
-
-__all__ = ["compile_with", "converted_values"]
+__all__ = ["ConvCall", "compile_with", "converted_values", "inductor_decides",
+           "make_layout_backend"]
 
 
 class _Recorder(fx.Interpreter):
@@ -100,6 +105,31 @@ def run_channels_last(module, x: torch.Tensor, step):
     return step(cl_module, x.clone().to(memory_format=torch.channels_last))
 
 
+def _boxed_eager(gm: fx.GraphModule, example_inputs: list[Any]):
+    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    return make_boxed_func(gm.forward)
+
+
+def make_layout_backend(pass_fn: Callable[[fx.GraphModule, list[Any]], fx.GraphModule]):
+    """A dynamo backend: ``pass_fn(gm, example_inputs)`` on dynamo's graph, then AOTAutograd
+    tracing what the pass made (forward and backward) and running the traced graphs eagerly,
+    so any difference from eager comes from the pass."""
+    if not callable(pass_fn):
+        raise TypeError(f"pass_fn must be callable (gm, example_inputs) -> GraphModule, got "
+                        f"{type(pass_fn).__name__}")
+    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
+    from torch._dynamo.backends.common import aot_autograd
+
+    aot = aot_autograd(fw_compiler=_boxed_eager, bw_compiler=_boxed_eager)
+
+    def backend(gm: fx.GraphModule, example_inputs: list[Any]):
+        return aot(pass_fn(gm, example_inputs), example_inputs)
+
+    return backend
+
+
 def compile_with(pass_fn, module):
     """``module`` compiled with the layout pass ``pass_fn`` on its dynamo graph (then eager
     AOTAutograd), and the list that gets, per graph the pass saw, the names of the values its
@@ -115,3 +145,40 @@ def compile_with(pass_fn, module):
     torch._dynamo.reset()
     return torch.compile(module, backend=make_layout_backend(recording)), seen
 
+
+
+@dataclass(frozen=True)
+class ConvCall:
+    """One 2-d convolution as eager ran it: shapes and hyper-parameters, nothing derived."""
+
+    input_shape: tuple[int, int, int, int]
+    weight_shape: tuple[int, int, int, int]
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+
+
+def inductor_decides(convs: list[ConvCall], is_inference: bool) -> bool:
+    """torch's own answer: inductor's ``GraphLowering.decide_layout_opt`` run on an aten graph
+    holding one ``aten.convolution`` per call (each on its own inputs), traced with meta
+    tensors. On the meta device inductor's mkldnn-on-CPU shortcut (every CPU graph with a
+    conv goes channels-last) does not apply, which is the rule refimpl states for every
+    device; layout optimisation is on and not forced. inductor counts each conv's FLOPs with
+    torch's own FlopCounterMode, so nothing here is refimpl's arithmetic. The graph has
+    ``3 * len(convs) + 1`` nodes, far under inductor's 300 nodes a conv."""
+    from torch._inductor import config
+    from torch._inductor.graph import GraphLowering
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def convolutions(*tensors):
+        pairs = zip(tensors[::2], tensors[1::2], convs)
+        return tuple(torch.ops.aten.convolution(
+            x, w, None, list(c.stride), list(c.padding), list(c.dilation), False, [0, 0],
+            c.groups) for x, w, c in pairs)
+
+    inputs = [torch.empty(shape, device="meta") for c in convs
+              for shape in (c.input_shape, c.weight_shape)]
+    gm = make_fx(convolutions)(*inputs)
+    with config.patch(layout_optimization=True, force_layout_optimization=False):
+        return bool(GraphLowering.decide_layout_opt(gm, is_inference=is_inference))

@@ -5,7 +5,9 @@ Each conv is classified by its weight ``(out, in/groups, kh, kw)``:
 
 ``grouped``  groups > 1 and in/groups > 1 (depthwise convs, in/groups == 1, are not grouped);
 ``small``    out <= 64 and in/groups <= 64;
-``in_out``   2 * out <= in/groups and a kernel larger than 1 (channel-reducing);
+``in_out``   2 * out <= in/groups and a kernel more than one row high, ``kh > 1``
+             (channel-reducing; inductor reads the weight's dim 2 only, so a 1x3 kernel is
+             not in_out and a 3x1 is);
 ``default``  the rest.
 
 The rule, first match wins:
@@ -34,9 +36,24 @@ from dataclasses import dataclass
 from refimpl.layout.options import LayoutOptions
 
 
+def conv_class(weight_shape: tuple[int, int, int, int], groups: int) -> str:
+    """grouped, small, in_out or default (module docstring), first match wins: the one copy
+    of inductor's classification that refimpl and its properties read."""
+    out_ch, in_ch, kh, _kw = weight_shape
+    if groups > 1 and in_ch > 1:
+        return "grouped"
+    if out_ch <= 64 and in_ch <= 64:
+        return "small"
+    if 2 * out_ch <= in_ch and kh > 1:
+        return "in_out"
+    return "default"
+
+
 @dataclass(frozen=True)
 class ConvSite:
-    """One 2-d convolution: its node, weight shape, groups, FLOPs, and dynamic-ness."""
+    """One 2-d convolution: its node, weight shape, groups, FLOPs (the formula table's
+    :func:`refimpl.flops.formulas.conv.conv_flops`, as inductor counts them), and
+    dynamic-ness."""
 
     node: str
     weight_shape: tuple[int, int, int, int]
@@ -46,15 +63,8 @@ class ConvSite:
 
     @property
     def kind(self) -> str:
-        """grouped, small, in_out or default (module docstring)."""
-        out_ch, in_ch, kh, kw = self.weight_shape
-        if self.groups > 1 and in_ch > 1:
-            return "grouped"
-        if out_ch <= 64 and in_ch <= 64:
-            return "small"
-        if 2 * out_ch <= in_ch and max(kh, kw) > 1:
-            return "in_out"
-        return "default"
+        """grouped, small, in_out or default (:func:`conv_class`)."""
+        return conv_class(self.weight_shape, self.groups)
 
 
 @dataclass(frozen=True)
@@ -68,18 +78,6 @@ class LayoutDecision:
     node_count: int
     total_flops: int
     weighted_flops: float
-
-
-def conv_flops(batch: int, out_channels: int, out_spatial: tuple[int, ...],
-               in_per_group: int, kernel: tuple[int, ...]) -> int:
-    """2 x (multiply-adds): one per output element per input channel of its group per tap."""
-    taps = in_per_group
-    for k in kernel:
-        taps *= k
-    points = batch * out_channels
-    for s in out_spatial:
-        points *= s
-    return 2 * points * taps
 
 
 def decide(convs: list[ConvSite], node_count: int, is_inference: bool,

@@ -26,7 +26,8 @@ from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves
 
-from refimpl.layout.decision import ConvSite, conv_flops
+from refimpl.flops.formulas.conv import conv_flops
+from refimpl.layout.decision import ConvSite
 from refimpl.layout.ops import CONV, conv_operands, op_kind
 
 
@@ -114,9 +115,8 @@ def conv_sites(gm: fx.GraphModule, values: dict[str, Any]) -> list[ConvSite]:
             continue
         dims = (*x_val.shape, *w_val.shape, *out.shape)
         dynamic = not all(isinstance(d, int) for d in dims) or not isinstance(groups, int)
-        flops = 0 if dynamic else conv_flops(
-            out.shape[0], out.shape[1], tuple(out.shape[2:]), w_val.shape[1],
-            tuple(w_val.shape[2:]))
+        flops = 0 if dynamic else conv_flops(x_val.shape, w_val.shape, out.shape,
+                                             transposed=False)
         shape = tuple(w_val.shape) if not dynamic else (0, 0, 0, 0)
         sites.append(ConvSite(node.name, shape, groups if isinstance(groups, int) else 1,
                               flops, dynamic))

@@ -7,13 +7,15 @@ The rule (``GraphLowering.decide_layout_opt`` in torch/_inductor/graph.py, witho
 mkldnn-on-CPU shortcut, as refimpl documents in docs/differences.md): each 2-d conv is
 classified by its weight ``(out, in/groups, kh, kw)``: *grouped* (groups > 1 and
 in/groups > 1), else *small* (out <= 64 and in/groups <= 64), else *in_out*
-(2 * out <= in/groups and kh > 1), else *default*. A graph with at least 300 nodes per conv
-is left alone (counted on the graph the backend decided on: the traced module for a pass,
-AOTAutograd's graph for inductor, whose lifted parameters make it larger). Inference:
-convert iff the FLOP-weighted cost
-``sum(flops * multiplier[class])`` is at most ``sum(flops)``, with inductor's measured
-multipliers below. Training: never with a grouped or an in_out conv, nor when every conv is
-small; else convert. Conv FLOPs: ``2 * N * out * H_out * W_out * in/groups * kh * kw``.
+(2 * out <= in/groups and kh > 1), else *default*: refimpl's one copy of that rule
+(:func:`refimpl.layout.decision.conv_class`), which tests/test_layout_conv_class.py and the
+exact-tie property below hold to torch's own ``decide_layout_opt``. A graph with at least
+300 nodes per conv is left alone (counted on the graph the backend decided on: the traced
+module for a pass, AOTAutograd's graph for inductor, whose lifted parameters make it
+larger). Inference: convert iff the FLOP-weighted cost ``sum(flops * multiplier[class])``
+is at most ``sum(flops)``, with inductor's measured multipliers below. Training: never with
+a grouped or an in_out conv, nor when every conv is small; else convert. Conv FLOPs: the
+formula table's (:func:`refimpl.flops.formulas.conv.conv_flops`).
 
 Whether the pass converted is read off the values its graph computes
 (``refimpl.expect.layout.converted_values``), not off its report; for a compiler (the
@@ -42,10 +44,13 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from torch import fx, nn
 
+from refimpl.expect.layout import ConvCall, inductor_decides
+from refimpl.flops.formulas.conv import conv_flops
+from refimpl.layout.decision import conv_class
 from refimpl.properties.layout_component import layout_converts, layout_seen
 from refimpl.properties.reach import reach
 from refimpl.strategies.device_axis import devices
-from refimpl.strategies.nets import conv_nets
+from refimpl.strategies.nets import TieSpec, conv_nets, exact_tie_nets
 
 #: inductor's channels-last cost per conv class (torch/_inductor/graph.py, decide_layout_opt).
 MULTIPLIER = {"grouped": 1.358, "small": 0.783, "in_out": 0.725, "default": 0.823}
@@ -63,19 +68,15 @@ class Conv:
 
     @property
     def kind(self) -> str:
-        out_ch, in_ch, kh, _ = self.weight
-        if self.groups > 1 and in_ch > 1:
-            return "grouped"
-        if out_ch <= 64 and in_ch <= 64:
-            return "small"
-        if 2 * out_ch <= in_ch and kh > 1:
-            return "in_out"
-        return "default"
+        """Its class: refimpl's one copy of inductor's rule (:func:`conv_class`), itself
+        held to torch's ``decide_layout_opt`` by tests/test_layout_conv_class.py and by
+        :func:`test_exact_ties_decide_as_inductor` below."""
+        return conv_class(self.weight, self.groups)
 
     @property
     def flops(self) -> int:
-        n, out_ch, h, w = self.output_shape
-        return 2 * n * out_ch * h * w * self.weight[1] * self.weight[2] * self.weight[3]
+        """The formula table's count (:func:`conv_flops`), as inductor counts them."""
+        return conv_flops(self.input_shape, self.weight, self.output_shape, transposed=False)
 
     @property
     def visible(self) -> bool:
@@ -110,6 +111,16 @@ def inductor_converts(convs: list[Conv], node_count: int, inference: bool) -> bo
     return not ({"grouped", "in_out"} & kinds) and kinds != {"small"}
 
 
+def assert_decision(backend, converted: bool, expected: bool, whose: str, training: bool,
+                    convs: list[Conv], reproduce: str = "") -> None:
+    """Reach (a conversion happened), then: the backend converted iff ``whose`` rule says."""
+    reach(converted)
+    assert converted == expected, (
+        f"{backend.name} optimize_layout converted={converted}, {whose} says {expected} "
+        f"({'training' if training else 'inference'}; convs "
+        f"{[(c.kind, c.weight, c.groups, c.flops) for c in convs]}){reproduce}")
+
+
 def check(backend, spec, training: bool, device: str) -> None:
     module, x = spec.build().to(device), spec.example_input().to(device)
     module.train(training)
@@ -118,11 +129,8 @@ def check(backend, spec, training: bool, device: str) -> None:
     gm = fx.symbolic_trace(module)
     expected = inductor_converts(convs, len(gm.graph.nodes), inference=not training)
     converted = layout_converts(backend, module, x, training)
-    reach(converted)
-    assert converted == expected, (
-        f"{backend.name} optimize_layout converted={converted}, inductor's rule says "
-        f"{expected} ({'training' if training else 'inference'}; convs "
-        f"{[(c.kind, c.weight, c.groups, c.flops) for c in convs]})\nreproduce: {spec!r}")
+    assert_decision(backend, converted, expected, "inductor's rule", training, convs,
+                    f"\nreproduce: {spec!r}")
 
 
 @given(spec=conv_nets(), device=devices())
@@ -171,11 +179,7 @@ def test_each_conv_class_decides_as_inductor(refimpl_backend, net, training, dev
     gm = fx.symbolic_trace(module)
     expected = inductor_converts(convs, len(gm.graph.nodes), inference=not training)
     converted = layout_converts(refimpl_backend, module, x, training)
-    reach(converted)
-    assert converted == expected, (
-        f"{refimpl_backend.name} optimize_layout converted={converted}, inductor's rule says "
-        f"{expected} ({'training' if training else 'inference'}; conv {convs[0].kind} "
-        f"{convs[0].weight} groups={convs[0].groups})")
+    assert_decision(refimpl_backend, converted, expected, "inductor's rule", training, convs)
 
 
 class ConvThenChain(nn.Module):
@@ -243,3 +247,22 @@ def test_nodes_per_conv_limit_as_inductor(refimpl_backend, nodes, device):
         f"{refimpl_backend.name} optimize_layout converted={seen.converted}, inductor's rule "
         f"says {expected} (one default conv in a graph of {seen.node_count} nodes; the traced "
         f"module has {nodes})")
+
+
+@given(spec=exact_tie_nets(), device=devices())
+def test_exact_ties_decide_as_inductor(refimpl_backend, spec: TieSpec, device):
+    """A small and a grouped conv whose FLOP-weighted cost equals the total exactly
+    (:class:`~refimpl.strategies.nets.TieSpec`), in inference: the backend converts iff
+    torch's own ``decide_layout_opt`` does on the same two convolutions
+    (:func:`~refimpl.expect.layout.inductor_decides`: inductor's float sum and torch's FLOP
+    counter, nothing of refimpl's). At a tie the answer is how the float sum rounds, so a
+    backend that counts FLOPs at any other scale or sums in another way flips some ties.
+    Reach: a conversion happened."""
+    module, x = spec.build().eval().to(device), spec.example_input().to(device)
+    convs = eager_convs(module, x)
+    calls = [ConvCall(c.input_shape, c.weight, groups=c.groups) for c in convs]
+    expected = inductor_decides(calls, is_inference=True)
+    converted = layout_converts(refimpl_backend, module, x, False)
+    assert_decision(refimpl_backend, converted, expected,
+                    "at an exact tie torch's decide_layout_opt", False, convs,
+                    f"\nreproduce: {spec!r}")

@@ -11,7 +11,6 @@ a 1-d, batch-1, 1-channel, unit-stride conv.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
 
 import torch
 from hypothesis import strategies as st
@@ -81,10 +80,6 @@ class ConvConfig:
     def with_batch(self, batch: int) -> ConvConfig:
         return ConvConfig(**{**self.__dict__, "batch": batch})
 
-    def macs(self) -> int:
-        """Products per the convention of refimpl.flops.formulas.conv (for reporting)."""
-        spatial = self.input_size if self.transposed else self.output_size
-        return self.batch * prod(spatial) * prod(self.weight_shape)
 
 
 def _per_dim(draw, dims: int, values: st.SearchStrategy[int]) -> tuple[int, ...]:

@@ -1,0 +1,56 @@
+"""refimpl's conv-class rule is torch's: decided against inductor's own ``decide_layout_opt``.
+
+refimpl had two copies of the rule that classes a channel-reducing conv (*in_out*), and they
+disagreed on non-square kernels: ``max(kh, kw) > 1`` in the pass, ``kh > 1`` in a property.
+inductor (torch/_inductor/graph.py, ``is_in_out_channel``) reads the weight's dim 2 only, the
+kernel's height. In training an in_out conv keeps a graph contiguous and a default one
+converts it, so one conv of each disputed shape shows which rule a decision follows.
+
+The expected answer is torch's: :func:`refimpl.expect.layout.inductor_decides` runs
+``GraphLowering.decide_layout_opt`` on an aten graph of the same convolution.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import fx, nn
+
+from refimpl.expect.layout import ConvCall, inductor_decides
+from refimpl.layout import LayoutOptions, decide_layout
+from refimpl.layout.decision import conv_class
+
+#: (out, in, kh, kw): channel-reducing (2 * out <= in) and not small (in > 64), where the
+#: two copies disagreed (kh == 1 < kw) and where they agreed (kh > 1, square or not).
+DISPUTED = [(80, 160, 1, 3), (64, 256, 1, 3), (80, 160, 1, 5), (100, 200, 1, 2)]
+AGREED = [(80, 160, 3, 1), (80, 160, 3, 3), (80, 160, 1, 1), (64, 256, 2, 1)]
+
+
+def refimpl_converts(out_ch: int, in_ch: int, kh: int, kw: int, training: bool) -> bool:
+    """refimpl's decision on one such conv, traced from a module, on a 6x6 image."""
+    module = nn.Conv2d(in_ch, out_ch, (kh, kw)).train(training)
+    x = torch.randn(1, in_ch, 6, 6, requires_grad=training)
+    options = LayoutOptions(is_inference=not training)
+    return decide_layout(fx.symbolic_trace(module), [x], options).channels_last
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["training", "inference"])
+@pytest.mark.parametrize("shape", DISPUTED + AGREED, ids=str)
+def test_decision_matches_inductor_on_non_square_kernels(shape, training):
+    out_ch, in_ch, kh, kw = shape
+    expected = inductor_decides([ConvCall((1, in_ch, 6, 6), shape)], is_inference=not training)
+    actual = refimpl_converts(out_ch, in_ch, kh, kw, training)
+    assert actual == expected, (
+        f"conv weight {shape} ({'training' if training else 'inference'}): refimpl "
+        f"converts={actual} (class {conv_class(shape, 1)}), inductor's decide_layout_opt "
+        f"says {expected}")
+
+
+def test_the_disputed_shapes_tell_the_two_rules_apart():
+    """The cases above would catch either copy: in training inductor converts every disputed
+    conv (a default conv) and keeps every kh > 1 reducing conv contiguous (in_out)."""
+    assert all(inductor_decides([ConvCall((1, s[1], 6, 6), s)], is_inference=False)
+               for s in DISPUTED)
+    reducing = [s for s in AGREED if s[2] > 1]
+    assert not any(inductor_decides([ConvCall((1, s[1], 6, 6), s)], is_inference=False)
+                   for s in reducing)
