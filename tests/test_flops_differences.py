@@ -170,6 +170,35 @@ def test_autograd_grad_through_a_module_with_a_leaf_input():
     assert mode.get_total_flops() == 2 * (2 * 2 * 4 * 5)  # the addmm, and the mm of grad_x
 
 
+@pytest.mark.torch_releases("2.13")
+def test_bilinear_counts_zero():
+    """F.bilinear runs aten._trilinear: no formula in either table; refimpl reports it."""
+    x1, x2, w, b = torch.randn(3, 4), torch.randn(3, 5), torch.randn(6, 4, 5), torch.randn(6)
+    theirs, ours = both(lambda: F.bilinear(x1, x2, w, b))
+    assert theirs == ours == {}
+    with refimpl.FlopCounterMode(display=False) as counter:
+        nn.Bilinear(4, 5, 6)(x1, x2)
+    assert counter.get_total_flops() == 0
+    assert counter.uncounted_ops() == {aten._trilinear: 1}
+    assert counter.get_table().splitlines()[-1] == (
+        "Uncounted (no FLOP formula, not declared free): aten._trilinear x1")
+
+
+@pytest.mark.torch_releases("2.13")
+@pytest.mark.parametrize("mode, call", [
+    (torch.inference_mode, lambda model, x: model(x)),
+    (torch.no_grad, lambda model, x: model(x.view(2, 4)))], ids=["inference_mode", "no_grad"])
+def test_input_that_requires_grad_under_inference_mode_or_no_grad(mode, call):
+    """docs/findings.md FLOPs 11: torch's tracker cannot hook the input; refimpl counts."""
+    model, x = nn.Linear(4, 5), torch.randn(2, 4, requires_grad=True)
+    with pytest.raises((AttributeError, AssertionError)), tfc.FlopCounterMode(display=False), \
+            mode():
+        call(model, x)
+    with refimpl.FlopCounterMode(display=False) as counter, mode():
+        call(model, x)
+    assert counter.get_flop_counts() == {"Global": {aten.addmm: 80}, "Linear": {aten.addmm: 80}}
+
+
 @pytest.mark.torch_releases("2.13", "2.14")
 def test_jagged_backward_with_value_dim_unlike_query():
     m = lambda *s: torch.empty(s, device="meta")

@@ -16,8 +16,11 @@ holds any.
 Reach: some module holds more than 0 and less than "Global" (two leaves that count, so a
 Global-only counter, or one crediting every module with everything, fails).
 
-Against torch (``--refimpl-target torch``) this fails where torch's table counts 0 or
-over-counts (docs/findings.md, FLOPs 11).
+Against torch (``--refimpl-target torch``, 2.13) this fails: torch's counter raises on an
+input that requires grad under inference_mode or no_grad (docs/findings.md, FLOPs 11), and
+it counts 0 or over-counts some families (CPU attention, 1-d matmul, the CPU LSTM kernel,
+grouped convolution backward: docs/differences.md, FLOPs). Its per-module attribution,
+compiled wrappers included, otherwise agrees with the hand count.
 """
 
 from __future__ import annotations
