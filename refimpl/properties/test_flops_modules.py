@@ -6,9 +6,9 @@ A counter can get every total right and still credit the wrong modules: every op
 wrapper once got 75% of its child's: pytorch/pytorch#124196). So each example draws a tree
 of containers whose leaves are one-op layers of every family of the FLOP table (linear, mm,
 addmm, bmm, baddbmm, broadcast and 1-d matmul, convolution and transposed convolution with
-groups, CPU attention, LSTM / GRU / RNN), wraps the root or one container in
-``torch.compile`` or not, and runs it forward and backward, forward only, under ``no_grad``
-or under ``inference_mode``. The counter's per-module totals must equal an independent hand
+groups, CPU attention, LSTM / GRU / RNN), wraps one container (the root or a nested one) in
+``torch.compile`` or none, and runs it in three of four modes: forward and backward, forward
+only, under ``no_grad``, under ``inference_mode``. The counter's per-module totals must equal an independent hand
 count from the tree's plain data (:func:`refimpl.expect.flops.tree_module_flops`): every
 module on a leaf's path, and "Global", holds that leaf's FLOPs in full, and no other name
 holds any.
@@ -55,7 +55,7 @@ def counted_per_module(backend, tree: ModuleTree, mode: str) -> dict[str, int]:
 
 @given(module_trees())
 def test_module_attribution_is_the_hand_count(refimpl_backend, tree: ModuleTree):
-    """Each of the tree's two run modes, counted apart, against the hand count."""
+    """Each of the tree's three run modes, counted apart, against the hand count."""
     expected = {mode: tree_module_flops(tree, mode) for mode in tree.modes}
     reach(any(0 < n < counts.get("Global", 0)
               for counts in expected.values() for n in counts.values()))
