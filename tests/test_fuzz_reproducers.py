@@ -1,6 +1,11 @@
 """Reproducers print the expected and the observed value, exit 2 when their target cannot be
-loaded, are code only where the example prints as code (no pickle, no database), and rebuild
-examples holding tensors from a pickle that moves with the campaign's folder."""
+loaded or their example cannot be rebuilt, are code only where the example prints as code (no
+pickle, no database), rebuild examples holding tensors from a pickle that moves with the
+campaign's folder, and replay everything else (st.data() draws) from Hypothesis's record of
+the example's choices: never from the example database, never writing where they run.
+
+The last test is the campaign-level one of issue 32: a backend wrong on one graph in ten
+(tests/rare_backends.py), whose every reproducer must replay its own example."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from refimpl.fuzz.examples import examples_file
+from refimpl.fuzz.outdir import check_out
 from refimpl.fuzz.report import REBUILT_FROM_CODE
 from tests.test_fuzz import _run, report_of, write_suite
 
@@ -98,23 +104,53 @@ def test_a_tensor_example_is_rebuilt_without_the_database(campaign: Path, tmp_pa
     assert "REPRODUCED" in done.stdout and "assert" in done.stdout
 
 
-def test_a_replay_through_pytest_saves_nothing_where_it_runs(campaign: Path, tmp_path: Path):
-    """Without its arguments file, a tensor example replays through pytest (and the
-    example database); that replay fails again but writes no saved-examples/ folder into
-    the directory it runs in (it used to, for want of REFIMPL_FUZZ_SAVED)."""
+def _with(text: str, pattern: str, new: str) -> str:
+    """``text`` with the one match of ``pattern`` (a regular expression) replaced."""
+    changed, count = re.subn(pattern, lambda m: new, text, flags=re.DOTALL)
+    assert count == 1, pattern
+    return changed
+
+
+PICKLE = r"arguments=str\(HERE / '[^']+'\)"
+
+
+def test_a_gone_pickle_is_replayed_from_the_choices(campaign: Path, tmp_path: Path):
+    """The tensor example's pickle is gone: the reproducer replays Hypothesis's record of
+    its draws instead (no database, no pytest), and still reproduces."""
     row = report_of(campaign / "o")["test_tensor_argument"]
-    text = Path(row["reproducer"]).read_text()
-    text = re.sub(r"arguments=str\(HERE / '[^']+'\)", f"arguments={str(tmp_path / 'gone.pt')!r}",
-                  text)
-    database = str(campaign / "o" / "hypothesis-db")
-    text = re.sub(r"database=str\(HERE / '[^']+'\)", f"database={database!r}", text)
-    assert "gone.pt" in text and database in text
-    copy = tmp_path / "repro.py"
-    copy.write_text(text)
-    done = _replay(str(copy), tmp_path)
+    text = _with(Path(row["reproducer"]).read_text(), PICKLE, "arguments='gone.pt'")
+    assert "CHOICES = ('" in text
+    (tmp_path / "repro.py").write_text(text)
+    done = _replay(str(tmp_path / "repro.py"), tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "replaying through pytest" in done.stdout
-    assert not (tmp_path / "saved-examples").exists()
+    assert "REPRODUCED" in done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repro.py"]
+
+
+def test_an_example_nothing_rebuilds_says_so_and_never_claims_fixed(campaign: Path,
+                                                                   tmp_path: Path):
+    """Neither its pickle nor its choices: exit 2, "CANNOT TELL", never "not reproduced"."""
+    row = report_of(campaign / "o")["test_tensor_argument"]
+    text = _with(Path(row["reproducer"]).read_text(), PICKLE, "arguments='gone.pt'")
+    text = _with(text, r"CHOICES = \('[^\n]*\)\n", "CHOICES = None\n")
+    (tmp_path / "repro.py").write_text(text)
+    done = _replay(str(tmp_path / "repro.py"), tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "CANNOT TELL" in done.stdout and "not reproduced" not in done.stdout
+
+
+def test_a_replay_of_a_whole_property_writes_nothing_where_it_runs(campaign: Path,
+                                                                   tmp_path: Path):
+    """A property whose setup timed out (CALL empty) is replayed whole through pytest, with
+    the campaign's rootdir; it fails again, and leaves no .hypothesis/, .benchmarks/,
+    .pytest_cache/ or saved examples in the folder it runs in."""
+    row = report_of(campaign / "o")["test_sum_matches"]
+    text = _with(Path(row["reproducer"]).read_text(), r"CALL = '''.*?'''\n", "CALL = ''\n")
+    (tmp_path / "repro.py").write_text(text)
+    done = _replay(str(tmp_path / "repro.py"), tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "replaying it through pytest" in done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repro.py"]
 
 
 def test_a_reproducer_whose_target_cannot_load_exits_2(campaign: Path, tmp_path: Path):
@@ -154,3 +190,46 @@ def test_a_pickled_example_moves_with_its_out_folder(campaign: Path, tmp_path: P
     done = _replay(str(reproducer), tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "REPRODUCED" in done.stdout and "replaying through pytest" not in done.stdout
+
+
+def _tree(folder: Path) -> set[str]:
+    """Every path under ``folder``, relative to it."""
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def test_every_reproducer_of_a_rarely_wrong_backend_replays_its_example(tmp_path: Path):
+    """Issue 32: a CSE wrong on about one graph in ten (by a checksum of the graph) fails
+    only on the examples the campaign drew. Every reproducer, run from a copy of --out in
+    another folder without the example database, exits 1 with REPRODUCED; the st.data()
+    properties' reproducers say they replay Hypothesis's choices, not that they are code
+    only; and none writes anything, neither where it runs nor into the copy, so a copy that
+    ran them inside still takes --resume and --force."""
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "campaign"
+    done = _run("fuzz", "--target", "tests.rare_backends:RarelyLazyCSE", "--component", "cse",
+                "--max-examples", "10", "--seed", "1", "--out", str(out), cwd=repo)
+    assert done.returncode == 1, done.stdout + done.stderr
+    failed = {n: row for n, row in report_of(out).items() if row["outcome"] == "failed"}
+    drawn_with_data = [n for n in failed if n.startswith("test_a_write_between_equal_values")]
+    assert drawn_with_data, f"no st.data() property failed: {sorted(failed)}"
+
+    copy = tmp_path / "uploaded"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("hypothesis-db"))
+    before = _tree(copy)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for name, row in failed.items():
+        reproducer = copy / Path(row["reproducer"]).relative_to(out)
+        text = reproducer.read_text()
+        if name in drawn_with_data:
+            assert "CHOICES = ('" in text and "route='choices'" in text
+            assert REBUILT_FROM_CODE not in text and "code only" not in text
+        done = _replay(str(reproducer), elsewhere)
+        assert done.returncode == 1 and "REPRODUCED" in done.stdout, (
+            f"{name}: exit {done.returncode}\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    inside = copy / Path(failed[drawn_with_data[0]]["reproducer"]).relative_to(out)
+    assert _replay(str(inside), copy).returncode == 1  # run inside the uploaded folder
+    assert list(elsewhere.iterdir()) == []
+    assert _tree(copy) == before
+    check_out(copy, resume=True, force=False)
+    check_out(copy, resume=False, force=True)

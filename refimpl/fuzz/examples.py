@@ -1,26 +1,40 @@
-"""One example's arguments, kept so that a reproducer can rebuild it without the database.
+"""A failing example, kept so that its reproducer can rebuild exactly that example.
 
-Two forms, both written by the worker:
+The worker (:mod:`refimpl.fuzz.events`) keeps, at every failing call, a record of how the
+example can be rebuilt, so after shrinking the record is the minimal example's (Hypothesis
+replays the minimal failing example last). One record per property under ``<out>/examples/``:
 
-- the printed call (``name(a=..., b=...)``, Hypothesis's pretty printer): always, for people,
-  and as the reproducer's code where it rebuilds the example exactly;
-- the arguments themselves, pickled with ``torch.save``, one file per property under
-  ``<out>/examples/``, only where the printed call does not rebuild them exactly
-  (:func:`rebuilds_exactly`: a tensor whose repr is cut with ``...``, a module whose weights
-  no repr holds). The worker decides at every failing call, so after shrinking the file
-  matches the minimal example (Hypothesis replays the minimal failing example last).
+- ``<key>.json``: the route (:data:`ROUTES`) and Hypothesis's record of the example's
+  choices (the ``@reproduce_failure`` version and blob, where Hypothesis gave one);
+- ``<key>.pt``: the arguments themselves, pickled with ``torch.save``, for the "arguments"
+  route only.
 
-So a reproducer is self-contained (code only, a file that can be pasted into a bug report)
-wherever the example prints as code. Values that can neither be printed as code nor pickled
-(a lambda, ``st.data()``) leave no file; the reproducer then replays from the example
-database.
+The routes, in order of preference:
+
+``call``       the printed call (``name(a=..., b=...)``, Hypothesis's pretty printer)
+               evaluates back to the same arguments (:func:`rebuilds_exactly`): the
+               reproducer is code only, a file that can be pasted into a bug report;
+``arguments``  it does not (a tensor whose repr is cut with ``...``, a module whose weights no
+               repr holds), but the arguments pickle: the reproducer reads ``<key>.pt``;
+``choices``    neither (``st.data()`` draws, a lambda): the reproducer replays Hypothesis's
+               choice sequence through the property's own strategies (same Hypothesis
+               release, same property suite);
+``none``       nothing rebuilds it (an example that timed out inside ``st.data()`` draws).
+
+No route depends on the example database or on pytest's node ids.
+
+The printed call is also read back here (:func:`build_kwargs`): the worker checks a call
+against its arguments the way a reproducer rebuilds them.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
+import json
 import math
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -29,9 +43,32 @@ import torch
 from hypothesis.vendor.pretty import pretty
 from torch import nn
 
-from refimpl.fuzz.replay import REPLAY_FIXTURES, build_kwargs
+import refimpl.expect.precision
+import refimpl.strategies
+
+#: how a reproducer rebuilds its example (module docstring), best first
+ROUTES = ("call", "arguments", "choices", "none")
+#: the fixtures a replay supplies itself (a printed example shows them as ``<... object>``)
+REPLAY_FIXTURES = ("refimpl_backend",)
+_OPAQUE = re.compile(r"^(\s*)(\w+)=<[^\n]*object at 0x[0-9a-f]+>,?$", re.MULTILINE)
+_DECORATOR = re.compile(r"@reproduce_failure\((?P<args>.*)\)", re.DOTALL)
 
 
+@dataclasses.dataclass(frozen=True)
+class KeptExample:
+    """How one failing example is rebuilt: its route, and Hypothesis's choices if known."""
+
+    route: str
+    hypothesis: str | None = None  # the Hypothesis release the blob is for
+    blob: str | None = None  # base64, as ``@reproduce_failure`` takes it
+
+    @property
+    def choices(self) -> tuple[str, str] | None:
+        """``(hypothesis release, blob)`` for ``@reproduce_failure``, or None."""
+        return (self.hypothesis, self.blob) if self.blob else None
+
+
+# --- the printed call ---------------------------------------------------------------------
 def describe_call(name: str, arguments: dict[str, Any]) -> str:
     """``name(\\n    a=...,\\n)``: the call as Hypothesis prints a falsifying example."""
     body = "".join(f"    {k}={_pretty(v)},\n" for k, v in arguments.items())
@@ -45,12 +82,53 @@ def _pretty(value: Any) -> str:
         return f"<unprintable {type(value).__name__}: {exc!r}>"
 
 
-def examples_file(folder: Path, nodeid: str) -> Path:
-    """Where the failing arguments of ``nodeid`` are kept (a stable, file-safe name)."""
-    digest = hashlib.sha1(nodeid.encode()).hexdigest()[:16]
-    return folder / f"{digest}.pt"
+class _Names(dict):
+    """A lookup namespace: module globals first, then strategies, the plugin's fixture values
+    (``Precision``, printed as ``refimpl_precision=Precision(tf32=False)``), torch, math."""
+
+    def __init__(self, module: ModuleType) -> None:
+        super().__init__(vars(module))
+
+    def __missing__(self, name: str):
+        for source in (refimpl.strategies, refimpl.expect.precision, torch, math):
+            try:
+                return getattr(source, name)
+            except AttributeError:
+                continue
+        raise KeyError(name)  # lets eval go on to the builtins
 
 
+def _call_body(call: str, fixtures: dict) -> str:
+    """The keyword arguments of ``name(a=..., b=...)`` as source, each fixture printed as
+    ``<... object at 0x...>`` replaced by the name of its value in the namespace."""
+    body = call[call.index("(") + 1: call.rindex(")")]
+    return _OPAQUE.sub(lambda m: f"{m.group(1)}{m.group(2)}=__fixture_{m.group(2)},", body)
+
+
+def _namespace(module: ModuleType, fixtures: dict) -> _Names:
+    names = _Names(module)
+    names.update({f"__fixture_{k}": v for k, v in fixtures.items()})
+    return names
+
+
+def build_kwargs(call: str, module: ModuleType, fixtures: dict) -> dict:
+    """The keyword arguments of a printed call ``name(a=..., b=...)``, evaluated in the
+    property's namespace (:class:`_Names`), ``fixtures`` standing in for their printed form."""
+    return eval(f"dict({_call_body(call, fixtures)})", {}, _namespace(module, fixtures))
+
+
+def build_some_kwargs(call: str, module: ModuleType, fixtures: dict,
+                      names: list[str]) -> dict:
+    """Only the arguments ``names`` of a printed call (the others need not be valid Python:
+    ``data=data(...)``); a name the call lacks, or whose value does not evaluate, raises."""
+    keywords = ast.parse(f"dict({_call_body(call, fixtures)})", mode="eval").body.keywords
+    sources = {k.arg: ast.Expression(k.value) for k in keywords}
+    namespace = _namespace(module, fixtures)
+    return {name: eval(compile(sources[name], "<call>", "eval"), {}, namespace)
+            for name in names}
+
+
+# --- exactness ----------------------------------------------------------------------------
 def same_value(a: Any, b: Any) -> bool:
     """``a`` and ``b`` are the same example value, strictly: same type, tensors equal in dtype,
     shape, strides and every element (NaN included), floats equal bit for bit in sign (0.0 is
@@ -77,8 +155,8 @@ def same_value(a: Any, b: Any) -> bool:
 
 def rebuilds_exactly(call: str, arguments: dict[str, Any], module: ModuleType) -> bool:
     """The printed ``call`` evaluated in the property's namespace (the reproducer's way,
-    :func:`refimpl.fuzz.replay.build_kwargs`) gives back ``arguments`` (:func:`same_value`);
-    the fixtures a replay supplies itself (the backend) stand in for their printed form."""
+    :func:`build_kwargs`) gives back ``arguments`` (:func:`same_value`); the fixtures a
+    replay supplies itself (the backend) stand in for their printed form."""
     fixtures = {name: arguments[name] for name in REPLAY_FIXTURES if name in arguments}
     try:
         rebuilt = build_kwargs(call, module, fixtures)
@@ -87,14 +165,60 @@ def rebuilds_exactly(call: str, arguments: dict[str, Any], module: ModuleType) -
     return same_value(rebuilt, arguments)
 
 
-def keep_arguments(folder: Path, nodeid: str, arguments: dict[str, Any], call: str,
-                   module: ModuleType | None) -> Path | None:
-    """Where the reproducer will find ``arguments``: no file when ``call`` rebuilds them
-    exactly (a stale file of an earlier failing call is removed), else their pickle."""
-    if module is not None and rebuilds_exactly(call, arguments, module):
-        examples_file(folder, nodeid).unlink(missing_ok=True)
+# --- Hypothesis's choices -----------------------------------------------------------------
+def observed_choices(observation: Any) -> tuple[str, str] | None:
+    """``(hypothesis release, blob)`` of a failing test case, from its observation's
+    ``@reproduce_failure(...)`` line (Hypothesis's observability metadata); None where the
+    observation carries none."""
+    metadata = getattr(observation, "metadata", None)
+    line = getattr(metadata, "reproduction_decorator", None)
+    found = _DECORATOR.fullmatch(line.strip()) if isinstance(line, str) else None
+    if found is None:
         return None
-    return save_arguments(folder, nodeid, arguments)
+    version, blob = ast.literal_eval(f"({found['args']},)")[:2]
+    return version, blob.decode("ascii") if isinstance(blob, bytes) else blob
+
+
+# --- the files ----------------------------------------------------------------------------
+def _key(nodeid: str) -> str:
+    return hashlib.sha1(nodeid.encode()).hexdigest()[:16]
+
+
+def examples_file(folder: Path, nodeid: str) -> Path:
+    """Where the pickled failing arguments of ``nodeid`` are kept (a stable, file-safe name)."""
+    return folder / f"{_key(nodeid)}.pt"
+
+
+def record_file(folder: Path, nodeid: str) -> Path:
+    """Where the record (:class:`KeptExample`) of ``nodeid``'s failing example is kept."""
+    return folder / f"{_key(nodeid)}.json"
+
+
+def keep_arguments(folder: Path, nodeid: str, arguments: dict[str, Any], call: str,
+                   module: ModuleType | None, observation: Any = None) -> KeptExample:
+    """Record how the reproducer will rebuild this failing example (the first route of
+    :data:`ROUTES` that works; a stale pickle of an earlier failing call is removed), with
+    the choices of ``observation`` (Hypothesis's test case) where it has them."""
+    choices = observed_choices(observation) if observation is not None else None
+    examples_file(folder, nodeid).unlink(missing_ok=True)
+    if module is not None and rebuilds_exactly(call, arguments, module):
+        route = "call"
+    elif save_arguments(folder, nodeid, arguments) is not None:
+        route = "arguments"
+    else:
+        route = "choices" if choices else "none"
+    kept = KeptExample(route, *(choices or (None, None)))
+    folder.mkdir(parents=True, exist_ok=True)
+    record_file(folder, nodeid).write_text(json.dumps(dataclasses.asdict(kept)))
+    return kept
+
+
+def kept_example(folder: Path, nodeid: str) -> KeptExample | None:
+    """The record :func:`keep_arguments` wrote for ``nodeid``; None where there is none."""
+    try:
+        return KeptExample(**json.loads(record_file(folder, nodeid).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 def save_arguments(folder: Path, nodeid: str, arguments: dict[str, Any]) -> Path | None:

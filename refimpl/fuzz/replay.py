@@ -3,20 +3,32 @@
 Algorithm
     1. Put the campaign's working folder on ``sys.path`` (a target module living there is
        found), import the property's file from the property suite (a folder, or the
-       installed ``refimpl.properties`` by its package name) with pytest's
-       assertion rewriting (a bare ``assert a == b`` then says what ``a`` and ``b`` were), and
-       take the undecorated test function (Hypothesis's ``inner_test``).
+       installed ``refimpl.properties`` by its package name) with pytest's assertion
+       rewriting (a bare ``assert a == b`` then says what ``a`` and ``b`` were).
     2. Load the target. A property suite or a target that cannot be loaded is exit status 2:
        nothing was reproduced either way.
-    3. Rebuild the arguments: from the pickled arguments the campaign saved (tensors and
-       modules included), else by evaluating the printed call in a namespace that resolves
-       names from the property's module, ``refimpl.strategies``, ``torch`` and ``math``
-       (fixture values printed as ``<... object at 0x...>`` become the fixture itself), else
-       by re-running the property under pytest with the campaign's example database.
+    3. Rebuild the example by the route the campaign recorded (:mod:`refimpl.fuzz.examples`):
+       ``call``: evaluate the printed call (names resolved in the property's module,
+       ``refimpl.strategies``, ``torch``, ``math``; the backend printed as ``<... object at
+       0x...>`` becomes this run's); ``arguments``: load the pickled arguments;
+       ``choices``: run the property (Hypothesis's wrapper) under ``@reproduce_failure``
+       with the recorded choices, so its strategies draw exactly the failing example again,
+       ``st.data()`` draws included; its other arguments (fixtures, pytest parameters) come
+       from the printed call. No route reads the example database or depends on pytest's
+       node ids. An example no route can rebuild is exit status 2, said plainly: a replay
+       that cannot rebuild the example can never show it fixed.
     4. Call it under the campaign's per-example time limit. An exception (a timeout too) means
        the failure reproduces: exit status 1, after printing the expected and the observed
        value (this run's assertion message, and the one the campaign recorded). A return
        means it no longer does: 0.
+
+A property whose setup timed out ran no example: it is replayed whole through pytest (same
+rootdir as the campaign's workers, so the same node id), where a pass means fixed.
+
+Nothing is written outside the reproducer's process: Hypothesis's storage goes to a
+temporary folder removed at the end, there is no example database, and the pytest replay
+loads neither its cache nor pytest-benchmark (no ``.hypothesis/``, ``.pytest_cache/``,
+``.benchmarks/`` where it runs, which would make an uploaded ``--out`` refuse ``--force``).
 
 With a time limit, steps 1-4 run in a child process (the reproducer run again, with
 ``REFIMPL_REPLAY_CHILD`` set) that the parent kills at twice the limit plus a grace: a
@@ -28,45 +40,34 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import inspect
 import json
-import math
 import os
-import re
 import signal
 import subprocess
 import sys
+import tempfile
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
+import hypothesis
 import pytest
-import torch
+from hypothesis import reproduce_failure, settings
+from hypothesis.configuration import set_hypothesis_home_dir
+from hypothesis.errors import DidNotReproduce
 
-import refimpl.expect.precision
-import refimpl.strategies
+from refimpl.fuzz.examples import REPLAY_FIXTURES, build_kwargs, build_some_kwargs, load_arguments
 from refimpl.fuzz.suite import properties_folder
 from refimpl.oracle import load_backend
 
 CHILD = "REFIMPL_REPLAY_CHILD"
 GRACE_SECONDS = 30.0  # the child's own start-up (imports) beyond twice the limit
-#: the fixtures a replay supplies itself (a printed example shows them as ``<... object>``)
-REPLAY_FIXTURES = ("refimpl_backend",)
-_OPAQUE = re.compile(r"^(\s*)(\w+)=<[^\n]*object at 0x[0-9a-f]+>,?$", re.MULTILINE)
+FIXED, REPRODUCED, CANNOT = 0, 1, 2  # the exit statuses
 
 
-class _Names(dict):
-    """A lookup namespace: module globals first, then strategies, the plugin's fixture values
-    (``Precision``, printed as ``refimpl_precision=Precision(tf32=False)``), torch, math."""
-
-    def __init__(self, module) -> None:
-        super().__init__(vars(module))
-
-    def __missing__(self, name: str):
-        for source in (refimpl.strategies, refimpl.expect.precision, torch, math):
-            try:
-                return getattr(source, name)
-            except AttributeError:
-                continue
-        raise KeyError(name)  # lets eval go on to the builtins
+class CannotRebuild(Exception):
+    """The example cannot be rebuilt here: nothing can be said about the failure."""
 
 
 def _exec_with_rewritten_asserts(module, path: Path) -> None:
@@ -82,8 +83,8 @@ def _exec_with_rewritten_asserts(module, path: Path) -> None:
 
 
 def _load(properties: str, nodeid: str):
-    """The property's module (its file executed afresh) and its undecorated function;
-    ``properties`` is a folder or the installed suite's package name."""
+    """The property's module (its file executed afresh) and its test function (Hypothesis's
+    wrapper where it has one); ``properties`` is a folder or the installed suite's name."""
     file_part, _, test_name = nodeid.partition("::")
     properties = properties_folder(properties)
     path = properties / Path(file_part).name
@@ -92,48 +93,87 @@ def _load(properties: str, nodeid: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = module  # dataclasses defined in it look their module up here
     _exec_with_rewritten_asserts(module, path)
-    test = getattr(module, test_name.split("[")[0])
-    return module, getattr(getattr(test, "hypothesis", None), "inner_test", test)
+    return module, getattr(module, test_name.split("[")[0])
 
 
-def build_kwargs(call: str, module, fixtures: dict) -> dict:
-    """The keyword arguments of a printed call ``name(a=..., b=...)``."""
-    args_text = call[call.index("(") + 1: call.rindex(")")]
-    args_text = _OPAQUE.sub(lambda m: f"{m.group(1)}{m.group(2)}=__fixture_{m.group(2)},",
-                            args_text)
-    names = _Names(module)
-    names.update({f"__fixture_{k}": v for k, v in fixtures.items()})
-    return eval(f"dict({args_text})", {}, names)
+def _inner(test):
+    """The undecorated property (Hypothesis's ``inner_test``), or ``test`` itself."""
+    return getattr(getattr(test, "hypothesis", None), "inner_test", test)
 
 
-def _pytest_fallback(properties: str, nodeid: str, target: str, database: str,
-                     timeout: float | None = None) -> int:
-
-    os.environ["REFIMPL_FUZZ_SETTINGS"] = json.dumps({"database": database})
+def _pytest_replay(properties: str, nodeid: str, target: str, timeout: float | None,
+                   home: Path) -> int:
+    """Run the whole property through pytest, as a campaign worker does (same rootdir, so
+    the same node id), with an empty example database under ``home``."""
+    os.environ["REFIMPL_FUZZ_SETTINGS"] = json.dumps({"database": str(home / "examples")})
     if timeout:
         os.environ["REFIMPL_FUZZ_TIMEOUT"] = str(timeout)
     os.environ.setdefault("REFIMPL_FUZZ_EVENTS", os.devnull)
-    folder = properties_folder(properties)
+    folder = properties_folder(properties).resolve()
     node = str(folder / Path(nodeid.split("::")[0]).name) + "::" + nodeid.split("::", 1)[1]
     return int(pytest.main([node, "-q", "-p", "refimpl.fuzz.events", "-p", "no:cacheprovider",
-                            "--refimpl-target", target]))
+                            "-p", "no:benchmark", "-o", "addopts=", "--rootdir",
+                            str(folder.parent), "--refimpl-target", target]))
 
 
-def _rebuild(call: str, module, backend, arguments: str | None) -> dict:
+def _with_choices(test, call: str, module, backend, choices) -> Callable[[], None]:
+    """``test`` (Hypothesis's wrapper) set to replay exactly ``choices`` (``(release, blob)``
+    of ``@reproduce_failure``), no database, no deadline; its other arguments (fixtures,
+    pytest parameters) from the printed ``call``."""
+    release, blob = choices
+    if release != hypothesis.__version__:
+        raise CannotRebuild(f"its choices were recorded by Hypothesis {release}; this is "
+                            f"{hypothesis.__version__} (pip install hypothesis=={release})")
+    needed = [name for name in inspect.signature(test).parameters
+              if name not in REPLAY_FIXTURES]
+    try:
+        kwargs = build_some_kwargs(call, module, {}, needed)
+    except Exception as exc:
+        raise CannotRebuild(f"the printed call does not give {needed}: {exc!r}") from exc
+    kwargs.update({name: backend for name in REPLAY_FIXTURES
+                   if name in inspect.signature(test).parameters})
+    # the attribute @settings sets; the decorator itself refuses a second @settings
+    test._hypothesis_internal_use_settings = settings(
+        test._hypothesis_internal_use_settings, database=None, deadline=None, print_blob=False)
+    replayed = reproduce_failure(release, blob.encode("ascii"))(test)
+
+    def run() -> None:
+        try:
+            replayed(**kwargs)
+        except DidNotReproduce as exc:
+            if "completed successfully" in str(exc):
+                return  # the example ran and passed: fixed
+            raise CannotRebuild(f"Hypothesis could not replay the choices: {exc}") from exc
+    return run
+
+
+def _example(route: str, call: str, module, test, backend, arguments: str | None,
+             choices) -> Callable[[], None]:
+    """The failing example, rebuilt by ``route`` (or the choices, where its pickle is
+    gone), as a call that runs it; :class:`CannotRebuild` where nothing rebuilds it."""
     fixtures = dict.fromkeys(REPLAY_FIXTURES, backend)
-    if arguments and Path(arguments).exists():
-        # a real cycle: refimpl.fuzz.examples imports REPLAY_FIXTURES and build_kwargs from here
-        from refimpl.fuzz.examples import load_arguments
-
-        return {**load_arguments(Path(arguments)), **fixtures}
-    return build_kwargs(call, module, fixtures)
+    try:
+        if route == "arguments" and arguments and Path(arguments).exists():
+            kwargs = {**load_arguments(Path(arguments)), **fixtures}
+            return lambda: _inner(test)(**kwargs)
+        if route == "call":
+            kwargs = build_kwargs(call, module, fixtures)
+            return lambda: _inner(test)(**kwargs)
+    except Exception as exc:  # a changed suite, a class that moved: not the target's failure
+        raise CannotRebuild(f"the recorded {route} no longer rebuilds it: {exc!r}") from exc
+    if choices:
+        return _with_choices(test, call, module, backend, choices)
+    if route == "arguments":
+        raise CannotRebuild(f"its pickled arguments ({arguments}) are missing")
+    raise CannotRebuild("the campaign kept nothing that rebuilds it: its printed call is not "
+                        "code, its arguments do not pickle, and Hypothesis gave no choices")
 
 
 class _Timeout(Exception):
     pass
 
 
-def _call(inner, kwargs: dict, timeout: float | None) -> None:
+def _call(run: Callable[[], None], timeout: float | None) -> None:
     def alarm(signum, frame):
         raise _Timeout(f"timed out: the example ran longer than {timeout:g}s")
 
@@ -141,7 +181,7 @@ def _call(inner, kwargs: dict, timeout: float | None) -> None:
         signal.signal(signal.SIGALRM, alarm)
         signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        inner(**kwargs)
+        run()
     finally:
         if timeout:
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -157,50 +197,61 @@ def replay_bounded(timeout: float) -> int:
     except subprocess.TimeoutExpired:
         print(f"\nREPRODUCED: the example was still running after {limit:g} s, past where the "
               f"{timeout:g} s limit could interrupt it (stuck in C code?); killed")
-        return 1
-    if done.returncode in (0, 1, 2):
+        return REPRODUCED
+    if done.returncode in (FIXED, REPRODUCED, CANNOT):
         return done.returncode
     print(f"\nREPRODUCED: the replay died (exit status {done.returncode})")
-    return 1
+    return REPRODUCED
 
 
-def replay(*, properties: str, nodeid: str, target: str, call: str, database: str,
-           arguments: str | None = None, recorded: str = "", timeout: float | None = None,
-           cwd: str | None = None) -> int:
+def replay(*, properties: str, nodeid: str, target: str, call: str, recorded: str = "",
+           timeout: float | None = None, route: str = "call", arguments: str | None = None,
+           choices: tuple[str, str] | None = None, cwd: str | None = None) -> int:
     """Re-run one failing example; 1 if it still fails, 0 if it passes now, 2 if the
-    property suite or the target cannot be loaded."""
+    property suite or the target cannot be loaded, or the example cannot be rebuilt."""
     if timeout and not os.environ.get(CHILD):
         return replay_bounded(timeout)
     if cwd:
         sys.path.insert(0, cwd)
+    with tempfile.TemporaryDirectory(prefix="refimpl-replay-") as home:
+        set_hypothesis_home_dir(home)  # Hypothesis's own files: gone when the replay ends
+        try:
+            return _replay(properties, nodeid, target, call, recorded, timeout, route,
+                           arguments, choices, Path(home))
+        finally:
+            set_hypothesis_home_dir(None)
+
+
+def _replay(properties: str, nodeid: str, target: str, call: str, recorded: str,
+            timeout: float | None, route: str, arguments: str | None,
+            choices: tuple[str, str] | None, home: Path) -> int:
     try:
-        module, inner = _load(properties, nodeid)
+        module, test = _load(properties, nodeid)
     except Exception:  # the property suite itself did not load: not a reproduction
         traceback.print_exc()
         print(f"\ncould not load {nodeid} from {properties}")
-        return 2
-
+        return CANNOT
     try:
         backend = load_backend(target)
     except Exception as exc:  # ImportError, a constructor that raises, MissingExtra, ...
         print(f"could not load target {target!r}: {type(exc).__name__}: {exc}")
-        return 2
+        return CANNOT
     if not call:  # the property timed out before any example (in its setup)
-        print("no example ran (the property's setup timed out); replaying through pytest")
-        return _pytest_fallback(properties, nodeid, target, database, timeout)
+        print("no example ran (the property's setup timed out); replaying it through pytest")
+        return _pytest_replay(properties, nodeid, target, timeout, home)
     try:
-        kwargs = _rebuild(call, module, backend, arguments)
-    except Exception as exc:  # the printed example is not valid Python: replay via pytest
-        print(f"cannot rebuild the example directly ({exc!r}); replaying through pytest")
-        return _pytest_fallback(properties, nodeid, target, database, timeout)
-    try:
-        _call(inner, kwargs, timeout)
+        _call(_example(route, call, module, test, backend, arguments, choices), timeout)
+    except CannotRebuild as exc:
+        print(f"\nCANNOT TELL: this reproducer cannot rebuild the failing example of {nodeid}: "
+              f"{exc}.\nIt neither reproduces the failure nor shows it fixed; see the "
+              "example the campaign recorded (CALL) and run the campaign again.")
+        return CANNOT
     except Exception as exc:
         traceback.print_exc()
         print(f"\nREPRODUCED: {nodeid} fails against {target}")
         print(f"expected vs observed (this run): {type(exc).__name__}: {exc}")
         if recorded:
             print(f"expected vs observed (the campaign): {recorded}")
-        return 1
+        return REPRODUCED
     print(f"not reproduced: {nodeid} passes against {target}")
-    return 0
+    return FIXED

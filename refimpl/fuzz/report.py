@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 import refimpl
-from refimpl.fuzz.examples import examples_file
+from refimpl.fuzz.examples import KeptExample, examples_file, kept_example
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.suite import PACKAGE, default_properties_dir
 from refimpl.fuzz.worker import PropertyResult
@@ -33,7 +33,7 @@ failure (expected vs observed):
 {message}
 
 Run `python {filename}`: it exits 1 while the failure reproduces, 0 once it is fixed,
-2 if the property suite or the target cannot be loaded.
+2 if the property suite or the target cannot be loaded, or the example cannot be rebuilt.
 Needs: {needs}.
 {rebuilt}
 """
@@ -51,13 +51,16 @@ CALL = {call}
 # What the campaign saw (printed beside this run's own failure).
 RECORDED = {recorded}
 
+# Hypothesis's record of the example's draws (release, blob), as @reproduce_failure takes it.
+CHOICES = {choices!r}
+
 sys.exit(replay(
     properties={properties!r},
     nodeid={nodeid!r},
     target={target!r},
     call=CALL, recorded=RECORDED, timeout={timeout!r},
-    database={database},  # only if CALL cannot be rebuilt
-    arguments={arguments},
+    route={route!r},  # how the example is rebuilt: from CALL, arguments or CHOICES
+    arguments={arguments}, choices=CHOICES,
     cwd={cwd!r},
 ))
 '''
@@ -68,6 +71,29 @@ REBUILT_FROM_CODE = ("The example is rebuilt from CALL below (code only: this fi
 REBUILT_FROM_PICKLE = ("The example does not print as code that rebuilds it exactly (a tensor "
                        "whose repr is cut,\na module's weights): it is read from {path}, "
                        "beside this file; keep the two together.")
+REBUILT_FROM_CHOICES = ("CALL does not rebuild the example (it holds st.data() draws or values "
+                        "that are not code):\nit is replayed from CHOICES, Hypothesis's record "
+                        "of its draws, through the property's own\nstrategies; that needs "
+                        "hypothesis=={release} and the same property suite.")
+REBUILT_BY_NOTHING = ("This example CANNOT be rebuilt: CALL is not code, its arguments do not "
+                      "pickle, and Hypothesis\nrecorded no choices. This file exits 2; it "
+                      "can neither reproduce the failure nor show it fixed.")
+REBUILT_UNCHECKED = ("The campaign kept no record of this example (its worker was killed while "
+                     "running it): CALL\nis replayed as printed, unchecked; where it is not "
+                     "code, this file exits 2.")
+
+
+def _rebuilt(kept: KeptExample | None, saved: Path, folder: Path) -> str:
+    """What the reproducer's docstring says about how it rebuilds its example."""
+    if kept is None:
+        return REBUILT_UNCHECKED
+    if kept.route == "call":
+        return REBUILT_FROM_CODE
+    if kept.route == "arguments":
+        return REBUILT_FROM_PICKLE.format(path=os.path.relpath(saved, folder))
+    if kept.route == "choices":
+        return REBUILT_FROM_CHOICES.format(release=kept.hypothesis)
+    return REBUILT_BY_NOTHING
 
 
 def reach_share(r: PropertyResult) -> float | None:
@@ -182,27 +208,26 @@ def write_reproducers(results: Sequence[PropertyResult], opts: FuzzOptions,
     """One runnable file per failed property with an example; returns nodeid -> path.
 
     The file names the installed suite by package (``refimpl.properties``) rather than its
-    folder, its example database and pickled arguments relative to itself, and the
+    folder, its pickled arguments relative to itself (never the example database), and the
     campaign's working folder only for a target given as ``module:attribute``."""
     folder = opts.out / "reproducers"
     folder.mkdir(parents=True, exist_ok=True)
     installed = properties.resolve() == default_properties_dir()
-    database = (repr(opts.database) if opts.database
-                else _beside(opts.out / "hypothesis-db", folder))
     written = {}
     for r in results:
         if r.outcome != "failed" or (r.example is None and not r.timed_out):
             continue  # a timed-out setup ran no example: its reproducer replays the property
         path = folder / _filename(r)
         saved = examples_file(opts.out / "examples", r.nodeid)
+        kept = kept_example(opts.out / "examples", r.nodeid)
         path.write_text(REPRODUCER.format(
             nodeid=r.nodeid, target=opts.target, message=r.message.strip() or "(no message)",
             filename=path.name, call=python_string(r.example or ""),
             recorded=python_string(r.message.strip()), needs=_needs(opts),
-            rebuilt=(REBUILT_FROM_PICKLE.format(path=os.path.relpath(saved, folder))
-                     if saved.exists() else REBUILT_FROM_CODE),
+            rebuilt=_rebuilt(kept, saved, folder) if r.example else "",
             properties=PACKAGE if installed else str(properties.resolve()),
-            database=database, arguments=_beside(saved, folder) if saved.exists() else None,
+            route=kept.route if kept else "call", choices=kept.choices if kept else None,
+            arguments=_beside(saved, folder) if kept and kept.route == "arguments" else None,
             timeout=opts.timeout, cwd=None if opts.target in BUILTIN_TARGETS else str(cwd)))
         written[r.nodeid] = str(path)
     return written
