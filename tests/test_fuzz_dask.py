@@ -9,6 +9,7 @@ visibly, without it; the missing extra's own message is tested with the package 
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from refimpl.fuzz.distributed import local_workers_cap
 from tests.test_fuzz import SUITE, _run, report_of, write_suite
 from tests.test_fuzz_redis import _free_port
 from tests.test_fuzz_redis import redis_url as redis_url  # the fixture, re-exported
@@ -31,6 +33,9 @@ needs_dask = pytest.mark.skipif(distributed is None, reason="Dask distributed is
                                                             "'refimpl[dask]')")
 
 ROOT = Path(__file__).resolve().parent.parent
+#: workers of the local clusters below: two, or one where this process may use one CPU only
+#: (a local cluster starts at most one worker per CPU; more is refused)
+JOBS = min(2, local_workers_cap())
 
 
 def _dask(*args: str, cwd: Path, log: Path) -> subprocess.Popen:
@@ -121,11 +126,11 @@ def test_a_passing_target_passes_on_a_local_cluster(tmp_path: Path):
     folder = write_suite(tmp_path / "props", "test_cse_ok.py",
                          SUITE.replace("box.x < 100", "box.x == box.x"))
     out = tmp_path / "out"
-    done = _run("fuzz", "--engine", "dask", "--jobs", "2", "--component", "cse",
+    done = _run("fuzz", "--engine", "dask", "--jobs", str(JOBS), "--component", "cse",
                 "--properties", str(folder), "--max-examples", "15", "--out", str(out),
                 cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "on a local Dask cluster of 2 workers on loopback" in done.stdout
+    assert f"on a local Dask cluster of {JOBS} workers on loopback" in done.stdout
     rows = report_of(out)
     assert sorted(rows) == ["test_always", "test_small"]
     assert all(r["outcome"] == "passed" and r["examples"] >= 15 for r in rows.values()), rows
@@ -160,6 +165,29 @@ def test_a_scheduler_without_workers_is_one_line_and_exit_2(tmp_path: Path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr == (f"refimpl fuzz: --scheduler: the Dask scheduler at {address} has "
                            f"no workers: start one with `dask worker {address}`\n")
+
+
+@needs_dask
+@pytest.mark.parametrize("over", ["10000", "cap + 1"])
+def test_a_local_cluster_past_one_worker_per_cpu_is_one_line_and_exit_2(tmp_path: Path,
+                                                                       over: str):
+    """Issue 32, item 8: `--engine dask --jobs 10000` started a local cluster of that many
+    workers. A local cluster is capped at one worker per CPU this process may use: more is
+    one line naming --jobs, exit 2, before any worker starts (never clamped)."""
+    cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count())
+    jobs = 10000 if over == "10000" else cpus + 1
+    folder = write_suite(tmp_path / "props", "test_cse_ok.py",  # quick, were it to run
+                         SUITE.replace("box.x < 100", "box.x == box.x"))
+    done = _run("fuzz", "--engine", "dask", "--jobs", str(jobs), "--component", "cse",
+                "--properties", str(folder), "--max-examples", "1", "--out",
+                str(tmp_path / "o"), cwd=tmp_path, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(f"refimpl fuzz: --jobs: {jobs} workers is more than a "
+                                  "local Dask cluster may start here"), done.stderr
+    assert f"({cpus}); give --jobs {cpus} or fewer" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "o").exists()  # nothing ran, nothing written
 
 
 def test_scheduler_needs_the_dask_engine(tmp_path: Path):
@@ -239,7 +267,7 @@ def test_minutes_bounds_the_campaign_and_rounds_go_deeper(tmp_path: Path):
                          SUITE.replace("box.x < 100", "box.x == box.x"))
     out = tmp_path / "out"
     start = time.monotonic()
-    done = _run("fuzz", "--engine", "dask", "--jobs", "2", "--component", "cse",
+    done = _run("fuzz", "--engine", "dask", "--jobs", str(JOBS), "--component", "cse",
                 "--properties", str(folder), "--minutes", "0.5", "--out", str(out),
                 cwd=tmp_path)
     seconds = time.monotonic() - start

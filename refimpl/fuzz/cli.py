@@ -146,7 +146,7 @@ def preflight(opts: FuzzOptions):
             raise UsageError("--engine", str(exc)) from None
     if opts.engine == "dask":
         try:
-            check_scheduler(opts.scheduler)
+            check_scheduler(opts.scheduler, opts.jobs)
         except DaskError as exc:
             raise UsageError(exc.option, str(exc)) from None
     try:

@@ -1,8 +1,9 @@
 """``refimpl fuzz --engine dask``: one property per task on a Dask cluster, one command.
 
 Dask distributed (BSD-3; ``pip install 'refimpl[dask]'``) runs a scheduler and workers, on one
-machine (a :class:`distributed.LocalCluster` on loopback, ``--jobs`` workers) or on many
-(``dask scheduler`` on one host, ``dask worker tcp://...`` on the others, and
+machine (a :class:`distributed.LocalCluster` on loopback, ``--jobs`` workers, at most one per
+CPU this process may use: :func:`local_workers_cap`; more is refused, never clamped) or on
+many (``dask scheduler`` on one host, ``dask worker tcp://...`` on the others, and
 ``--scheduler tcp://...`` here). The workers share the example database when
 ``--database redis://...`` names one server for them all.
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import socket
 import tempfile
@@ -90,12 +92,34 @@ def _distributed():
     return distributed
 
 
-def check_scheduler(address: str | None) -> None:
-    """Raise :class:`DaskError` unless Dask distributed imports and ``address`` (when given)
+def local_workers_cap() -> int:
+    """The most workers a local cluster may start: the CPUs this process may run on. Each
+    worker runs one property at a time in a pytest process of its own; more workers than
+    CPUs only contend for them (and each holds its own memory)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def check_jobs(jobs: int) -> None:
+    """Raise :class:`DaskError` (``--jobs``) if a local cluster of ``jobs`` workers is more
+    than :func:`local_workers_cap` allows: refused, never clamped."""
+    cap = local_workers_cap()
+    if jobs > cap:
+        raise DaskError("--jobs", f"{jobs} workers is more than a local Dask cluster may start "
+                                  f"here: at most one per CPU this process may use ({cap}); "
+                                  f"give --jobs {cap} or fewer, or --scheduler tcp://... to "
+                                  "run on a cluster of many machines")
+
+
+def check_scheduler(address: str | None, jobs: int) -> None:
+    """Raise :class:`DaskError` unless Dask distributed imports, and ``address`` (when given)
     answers as a Dask scheduler within ``CONNECT_SECONDS`` and has a worker (without one,
-    a campaign bounded by examples would wait for ever)."""
+    a campaign bounded by examples would wait for ever), or (no ``address``) the local
+    cluster of ``jobs`` workers fits :func:`check_jobs`."""
     distributed = _distributed()
     if address is None:
+        check_jobs(jobs)
         return
     logging.getLogger("distributed").setLevel(logging.CRITICAL)  # one line, ours, not its log
     try:
@@ -315,6 +339,7 @@ def _cluster(opts: FuzzOptions):
         client = distributed.Client(opts.scheduler, timeout=CONNECT_SECONDS)
         workers = len(client.scheduler_info().get("workers", {}))
         return client, None, f"the Dask scheduler at {opts.scheduler} ({workers} workers now)"
+    check_jobs(opts.jobs)
     # Ctrl-C reaches the whole foreground process group: the Dask workers start with SIGINT
     # ignored (inherited across exec), so that only this process acts on it, by stopping.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
