@@ -220,13 +220,13 @@ def test_every_reproducer_of_a_rarely_wrong_backend_replays_its_example(tmp_path
     elsewhere.mkdir()
     for name, row in failed.items():
         reproducer = copy / Path(row["reproducer"]).relative_to(out)
+        done = _replay(str(reproducer), elsewhere)
+        assert done.returncode == 1 and "REPRODUCED" in done.stdout, (
+            f"{name}: exit {done.returncode}\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
         text = reproducer.read_text()
         if name in drawn_with_data:
             assert "CHOICES = ('" in text and "route='choices'" in text
             assert REBUILT_FROM_CODE not in text and "code only" not in text
-        done = _replay(str(reproducer), elsewhere)
-        assert done.returncode == 1 and "REPRODUCED" in done.stdout, (
-            f"{name}: exit {done.returncode}\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
     inside = copy / Path(failed[drawn_with_data[0]]["reproducer"]).relative_to(out)
     assert _replay(str(inside), copy).returncode == 1  # run inside the uploaded folder
     assert list(elsewhere.iterdir()) == []

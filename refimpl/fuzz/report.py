@@ -78,9 +78,9 @@ REBUILT_FROM_CHOICES = ("CALL does not rebuild the example (it holds st.data() d
 REBUILT_BY_NOTHING = ("This example CANNOT be rebuilt: CALL is not code, its arguments do not "
                       "pickle, and Hypothesis\nrecorded no choices. This file exits 2; it "
                       "can neither reproduce the failure nor show it fixed.")
-REBUILT_UNCHECKED = ("The campaign kept no record of this example (its worker was killed while "
-                     "running it): CALL\nis replayed as printed, unchecked; where it is not "
-                     "code, this file exits 2.")
+REBUILT_UNCHECKED = ("The campaign kept no record of how to rebuild this example (its worker "
+                     "was killed while\nrunning it, or its engine keeps none): CALL is "
+                     "replayed as printed, unchecked; where it\nis not code, this file exits 2.")
 
 
 def _rebuilt(kept: KeptExample | None, saved: Path, folder: Path) -> str:
