@@ -18,15 +18,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from refimpl.fuzz.compare import compare, load_rows
-from refimpl.fuzz.compare import describe as describe_changes
+from refimpl.fuzz.compare import describe_against, load_report
 from refimpl.fuzz.junit import write_junit
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.outdir import clean_out
-from refimpl.fuzz.report import summary_table, write_json, write_reproducers
+from refimpl.fuzz.report import reproducer_note, summary_table, write_json, write_reproducers
 from refimpl.fuzz.runner import caught_stop_signals, run_campaign
 from refimpl.fuzz.suite import default_properties_dir
 from refimpl.oracle import describe
+from refimpl.oracle.accepts import accepts_lines
 from refimpl.oracle.backend import COMPONENTS, provided_by, skip_reason
 
 
@@ -67,7 +67,8 @@ def campaign_header(opts: FuzzOptions, backend: Any) -> str:
               for c in opts.components]
     bound = (f"{opts.max_examples} examples per property" if opts.max_examples is not None
              else f"{opts.minutes:g} minutes in all")
-    return (f"target {backend.name} ({version})\ncomponents: {', '.join(chosen)}\n"
+    takes = "".join(f"\n{line}" for line in accepts_lines(backend))
+    return (f"target {backend.name} ({version})\ncomponents: {', '.join(chosen)}{takes}\n"
             f"limits: {bound}; {opts.timeout:g} s per example (past it the property fails "
             "as 'timed out')")
 
@@ -75,23 +76,24 @@ def campaign_header(opts: FuzzOptions, backend: Any) -> str:
 def run_and_report(opts: FuzzOptions, backend: Any) -> int:
     """The plain runner's campaign: clean --out, run, then :func:`report_campaign`."""
 
-    old_rows = load_rows(opts.compare) if opts.compare else None  # before --force cleans
+    old_report = load_report(opts.compare) if opts.compare else None  # before --force cleans
     clean_out(opts.out, resume=opts.resume)
     print(f"refimpl fuzz: {campaign_header(opts, backend)}", flush=True)
     with caught_stop_signals():  # until the report is written (a late signal waits)
         campaign = run_campaign(opts, component_skips(backend, opts.components))
-        return report_campaign(opts, backend, campaign.results, campaign.stopped_by, old_rows)
+        return report_campaign(opts, backend, campaign.results, campaign.stopped_by,
+                               old_report)
 
 
 def report_campaign(opts: FuzzOptions, backend: Any, results: list, stopped_by: int | None,
-                    old_rows: dict | None, engine_note: str = "") -> int:
+                    old_report: dict | None, engine_note: str = "") -> int:
     """The one report tail of every engine: reproducers, report.json, summary.txt, the JUnit
     XML (``--junitxml``), the printed summary, the ``--compare`` lines; the exit status.
 
     SIGINT and SIGTERM are caught while it runs: a signal that arrives now came after the
     campaign ended, so it is only mentioned, and the exit status is the report's."""
     with caught_stop_signals() as late:
-        status = _report(opts, backend, results, stopped_by, old_rows, engine_note)
+        status = _report(opts, backend, results, stopped_by, old_report, engine_note)
     if late:
         print(f"refimpl fuzz: signal {late[0]} arrived after the campaign ended, while its "
               "report was written; the report is whole and the exit status is its own",
@@ -100,7 +102,7 @@ def report_campaign(opts: FuzzOptions, backend: Any, results: list, stopped_by: 
 
 
 def _report(opts: FuzzOptions, backend: Any, results: list, stopped_by: int | None,
-            old_rows: dict | None, engine_note: str) -> int:
+            old_report: dict | None, engine_note: str) -> int:
     properties = opts.properties or default_properties_dir()
     reproducers = write_reproducers(results, opts, properties, Path(os.getcwd()))
     report = write_json(results, reproducers, opts, describe(backend), stopped_by)
@@ -110,8 +112,8 @@ def _report(opts: FuzzOptions, backend: Any, results: list, stopped_by: int | No
         write_junit(results, reproducers, opts.junitxml, opts.target)
     stopped = f"\nstopped by signal {stopped_by}" if stopped_by else ""
     print(f"\n{summary}{stopped}\n\nreport: {report}", flush=True)
-    for nodeid, path in reproducers.items():
-        print(f"reproducer for {nodeid}: python {path}")
-    if old_rows is not None:
-        print("\n" + describe_changes(compare(old_rows, load_rows(report)), opts.compare))
+    if reproducers:
+        print(reproducer_note(reproducers, opts.out))
+    if old_report is not None:
+        print("\n" + describe_against(old_report, load_report(report), opts.compare))
     return exit_status(results, stopped_by)

@@ -20,9 +20,11 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
+from refimpl.fuzz.baseline import Baseline, load_baseline, run_with_baseline
 from refimpl.fuzz.campaign import run_and_report
-from refimpl.fuzz.compare import CompareError, load_rows
+from refimpl.fuzz.compare import CompareError, check_comparable, load_report, target_name
 from refimpl.fuzz.database import DatabaseError, check_database
 from refimpl.fuzz.distributed import DaskError, check_scheduler, run_dask
 from refimpl.fuzz.hypofuzz import check_installed, run_hypofuzz
@@ -89,8 +91,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     again.add_argument("--force", action="store_true",
                        help="replace an earlier campaign's --out, database included")
     parser.add_argument("--compare", type=Path, default=None, metavar="OLD/report.json",
-                        help="an earlier campaign's report.json: list new failures, fixed "
-                             "properties and reach changes at the end")
+                        help="an earlier campaign's report.json, run with the same --seed and "
+                             "--max-examples: list new failures, fixed properties and reach "
+                             "changes at the end")
+    parser.add_argument("--baseline", default=None, metavar="TARGET|OLD/report.json",
+                        help="another target (run after this one on the same seed and "
+                             "examples, into --out/baseline) or an earlier report.json: show "
+                             "first what only --target fails"),
     parser.add_argument("--junitxml", type=Path, default=None,
                         help="also write JUnit XML here (for CI systems)")
     parser.add_argument("--jobs", type=_positive(int), default=1,
@@ -129,7 +136,7 @@ def _options(args: argparse.Namespace) -> FuzzOptions:
         out=args.out, jobs=args.jobs, database=args.database, properties=args.properties,
         profile=args.profile, fail_fast=args.fail_fast, shrink=args.shrink,
         timeout=args.timeout, junitxml=args.junitxml, resume=args.resume, force=args.force,
-        compare=args.compare,
+        compare=args.compare, baseline=args.baseline,
         engine=args.engine, scheduler=args.scheduler)
 
 
@@ -167,10 +174,7 @@ def preflight(opts: FuzzOptions):
     except OutError as exc:
         raise UsageError("--out", str(exc)) from None
     if opts.compare is not None:
-        try:
-            load_rows(opts.compare)
-        except CompareError as exc:
-            raise UsageError("--compare", str(exc)) from None
+        check_compare(opts, backend)
     if opts.junitxml is not None:
         try:
             check_junitxml(opts.junitxml, opts.out)
@@ -190,6 +194,36 @@ def preflight(opts: FuzzOptions):
     return backend
 
 
+def check_baseline(opts: FuzzOptions) -> tuple[FuzzOptions, Baseline | None]:
+    """--baseline: the options with the seed both targets run on, and the baseline (a loaded
+    target or a checked report); UsageError naming --baseline."""
+    if opts.baseline is None:
+        return opts, None
+    if opts.engine != "runner":
+        raise UsageError("--baseline", f"runs with --engine runner only, not {opts.engine}")
+    try:
+        return load_baseline(opts.baseline, opts)
+    except Exception as exc:  # a report that is none, or a target that cannot load
+        raise UsageError("--baseline", str(exc) if isinstance(exc, CompareError)
+                         else f"{type(exc).__name__}: {exc}") from None
+
+
+def check_compare(opts: FuzzOptions, backend: Any) -> None:
+    """--compare names a whole report of a campaign that drew as this one will: the same
+    --seed and bound (UsageError otherwise); a report of another target is said, once."""
+    try:
+        old = load_report(opts.compare)
+        warnings = check_comparable(old, opts.seed, opts.max_examples, opts.minutes,
+                                    opts.compare)
+    except CompareError as exc:
+        raise UsageError("--compare", str(exc)) from None
+    if target_name(old) != backend.name:
+        warnings.append(f"{opts.compare} is a report of target {target_name(old)!r}, this "
+                        f"run is {backend.name!r}: differences may be the targets'")
+    for warning in warnings:
+        print(f"refimpl fuzz: warning: --compare: {warning}", file=sys.stderr, flush=True)
+
+
 def check_timer(seconds: float) -> None:
     """Arm and disarm the interval timer the workers bound each example with: an error if
     the OS cannot take ``seconds`` (Python raises OverflowError past its range)."""
@@ -206,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
     sys.path.insert(0, os.getcwd())  # a target module in the current folder is found
     try:
         opts = _options(args)
+        opts, baseline = check_baseline(opts)
         backend = preflight(opts)
     except (UsageError, ValueError) as exc:
         print(f"refimpl fuzz: {exc}", file=sys.stderr)
@@ -214,5 +249,6 @@ def run(args: argparse.Namespace) -> int:
         return run_hypofuzz(opts, backend)
     if opts.engine == "dask":
         return run_dask(opts, backend)
-
+    if opts.baseline is not None:
+        return run_with_baseline(opts, backend, baseline)
     return run_and_report(opts, backend)

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from refimpl.fuzz.campaign import campaign_header, component_skips, report_campaign
-from refimpl.fuzz.compare import load_rows
+from refimpl.fuzz.compare import load_report
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.outdir import clean_out
 from refimpl.fuzz.runner import (
@@ -356,7 +356,7 @@ def _cluster(opts: FuzzOptions):
 def run_dask(opts: FuzzOptions, backend: Any) -> int:
     """The whole --engine dask campaign, reported by the report tail every engine shares."""
 
-    old_rows = load_rows(opts.compare) if opts.compare else None  # before --force cleans
+    old_rows = load_report(opts.compare) if opts.compare else None  # before --force cleans
     clean_out(opts.out, resume=opts.resume)
     for sub in ("events", "logs", "examples", "reproducers"):
         (opts.out / sub).mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ from hypothesis.internal import observability
 from hypothesis.internal.observability import add_observability_callback
 
 from refimpl.fuzz.campaign import campaign_header, component_skips, report_campaign
-from refimpl.fuzz.compare import load_rows
+from refimpl.fuzz.compare import load_report
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.outdir import clean_out
 from refimpl.fuzz.suite import component_files, default_properties_dir
@@ -219,7 +219,7 @@ def run_hypofuzz(opts: FuzzOptions, backend: Any) -> int:
     (:func:`refimpl.fuzz.campaign.report_campaign`: --junitxml and --compare included)."""
 
     properties = opts.properties or default_properties_dir()
-    old_rows = load_rows(opts.compare) if opts.compare else None  # before --force cleans
+    old_rows = load_report(opts.compare) if opts.compare else None  # before --force cleans
     clean_out(opts.out, resume=opts.resume)
     skips = component_skips(backend, opts.components)
     files = {c: component_files(properties, c) for c in opts.components if c not in skips}

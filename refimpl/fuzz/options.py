@@ -39,6 +39,7 @@ class FuzzOptions:
     timeout: float = DEFAULT_TIMEOUT  # seconds per example; the worker watchdog allows more
     junitxml: Path | None = None  # JUnit XML beside report.json, for CI systems
     compare: Path | None = None  # an earlier campaign's report.json: say what changed
+    baseline: str | None = None  # a target, or an earlier report.json: what only this fails
     resume: bool = False  # keep --out's example database (its failures replay first)
     force: bool = False  # replace an earlier campaign's --out entirely
     engine: str = "runner"  # runner (this package's workers), hypofuzz or dask

@@ -8,6 +8,9 @@
           database, so that workers on several machines (HypoFuzz's, pytest's) share one.
 
 Choose one with ``HYPOTHESIS_PROFILE=name``; otherwise ``ci`` under CI and ``dev`` elsewhere.
+An example count (``--refimpl-max-examples N`` or ``REFIMPL_MAX_EXAMPLES=N``, the option
+first) replaces the profile's own: the loaded profile is then ``<name>-N``, the chosen one
+with only ``max_examples`` changed.
 """
 
 from __future__ import annotations
@@ -51,9 +54,28 @@ def selected_profile() -> str:
     return name
 
 
-def load_selected_profile() -> str:
-    """Register the profiles and load the selected one; returns its name."""
+def example_count(text: str | None, source: str) -> int | None:
+    """``text`` (from ``source``: the option or the variable) as an example count; None for
+    none given; ValueError naming ``source`` for anything but a whole number >= 1."""
+    if text is None or text == "":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        raise ValueError(f"{source}={text!r}: expected a whole number of examples") from None
+    if count < 1:
+        raise ValueError(f"{source}={text!r}: must be at least 1")
+    return count
+
+
+def load_selected_profile(max_examples: int | None = None) -> str:
+    """Register the profiles and load the selected one, with ``max_examples`` in place of
+    its own where given (as the profile ``<name>-<max_examples>``); returns its name."""
     register_profiles()
     name = selected_profile()
+    if max_examples is not None:
+        parent, name = name, f"{name}-{max_examples}"
+        settings.register_profile(name, parent=settings.get_profile(parent),
+                                  max_examples=max_examples)
     settings.load_profile(name)
     return name

@@ -7,6 +7,8 @@ It gives a user's suite what refimpl's own suite uses:
 - ``--refimpl-precision`` (``float32``, the default, or ``tf32``) and the
   ``refimpl_precision`` fixture: the float32 arithmetic compared runs use on CUDA
   (:mod:`refimpl.expect.precision`);
+- ``--refimpl-max-examples N`` (default ``$REFIMPL_MAX_EXAMPLES``): examples per property,
+  in place of the Hypothesis profile's own (ci: 15, dev: 25), e.g. 3 for a first look;
 - a report header line naming the backend, its version and its components, and the
   Hypothesis profile in force (dev / ci / fuzz, see :mod:`refimpl.fuzz.profiles`);
 - ``@pytest.mark.cuda`` tests are skipped, with the reason shown, when no GPU is present;
@@ -19,11 +21,13 @@ The public strategies are importable as ``refimpl.strategies``.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 from refimpl.expect.precision import PRECISIONS, Precision
-from refimpl.fuzz.profiles import load_selected_profile
+from refimpl.fuzz.profiles import example_count, load_selected_profile
 from refimpl.oracle import describe, load_backend, selected_target
 
 
@@ -32,6 +36,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--refimpl-target", default=None,
                     help="backend under test: refimpl, torch or package.module:attribute "
                          "(default: $REFIMPL_TARGET, else refimpl)")
+    group.addoption("--refimpl-max-examples", default=None, metavar="N",
+                    help="examples per property, in place of the Hypothesis profile's own "
+                         "(default: $REFIMPL_MAX_EXAMPLES, else the profile's)")
     group.addoption("--refimpl-precision", default="float32", choices=PRECISIONS,
                     help="float32 arithmetic of compared runs on CUDA: float32 (TF32 off, "
                          "the reference) or tf32 (TF32 on, judged against channels-last "
@@ -43,7 +50,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "torch_releases(*releases): pins these torch releases' behaviour; "
         "skipped (visibly) on others")
-    config._refimpl_profile = load_selected_profile()
+    option = config.getoption("--refimpl-max-examples")
+    try:
+        count = (example_count(option, "--refimpl-max-examples") if option is not None else
+                 example_count(os.environ.get("REFIMPL_MAX_EXAMPLES"), "REFIMPL_MAX_EXAMPLES"))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config._refimpl_profile = load_selected_profile(count)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -7,9 +7,12 @@ harness defect (it cannot say whether it tested anything) and is flagged as one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import textwrap
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -20,6 +23,7 @@ import refimpl
 from refimpl.fuzz.examples import KeptExample, examples_file, kept_example
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.suite import PACKAGE, default_properties_dir
+from refimpl.fuzz.triage import error_kind, group_failures
 from refimpl.fuzz.worker import PropertyResult
 from refimpl.oracle.registry import BUILTIN_TARGETS
 
@@ -114,21 +118,38 @@ def _note(r: PropertyResult) -> str:
     if r.timed_out:
         return "timed out"
     if r.outcome == "failed":
-        return first_line(r.message)
+        kind, rest = error_kind(r.message)
+        return f"{kind}: {rest}" if kind else rest
     return HARNESS_DEFECT if harness_defect(r) else ""
-
-
-def first_line(message: str, width: int = 92) -> str:
-    """The first non-empty line of a failure message, cut to ``width`` characters."""
-    line = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
-    return line if len(line) <= width else line[:width - 3] + "..."
 
 
 #: the summary table fits this many columns (a CI log, a terminal); report.json has it all.
 TABLE_WIDTH = 100
+#: a note (why a property failed or was skipped) takes at most this many indented lines.
+NOTE_LINES = 2
+NOTE_INDENT = "    "
 REACH_LEGEND = ("reach: the share of a property's examples that reached its interesting case "
                 "(a budget that binds,\n  a net the pass converts, a graph with something to "
                 "merge); n/a: it records none.")
+
+
+def wrap_words(text: str, width: int = TABLE_WIDTH, lines: int = NOTE_LINES,
+               indent: str = NOTE_INDENT, hang: str | None = None) -> list[str]:
+    """``text`` on at most ``lines`` lines of at most ``width`` columns, the first
+    ``indent``ed, the others ``hang``ed (default: two more spaces), broken between words; a
+    cut (marked "...") falls between words, after as many words as fit, so the first words,
+    where an error names itself, are always kept."""
+    wrapped = textwrap.wrap(text, width=width, initial_indent=indent,
+                            subsequent_indent=indent + "  " if hang is None else hang,
+                            break_long_words=True)
+    if len(wrapped) <= lines:
+        return wrapped
+    kept = wrapped[:lines]
+    last = kept[-1]
+    while len(last) + 4 > width and " " in last.strip():
+        last = last.rsplit(" ", 1)[0]
+    kept[-1] = last + " ..."
+    return kept
 
 
 def cut(text: str, width: int) -> str:
@@ -141,21 +162,38 @@ def short_name(nodeid: str) -> str:
     return nodeid.split("/")[-1].removeprefix("test_").replace(".py::", "::")
 
 
-ROW = "{:<50} {:<11} {:>8} {:>6} {:>8}"  # property, outcome, examples, reach, seconds
+def fit_names(names: Sequence[str], width: int) -> dict[str, str]:
+    """Each name in at most ``width`` columns, shortened from the left ("..." then its end),
+    where the words that tell a property from its neighbours are (``[add_scalar]``, the
+    test's own name); a name whose end is another's keeps its file (``cse::...end``).
+    Invariant: different names stay different."""
+    fitted = {n: n if len(n) <= width else "..." + n[-(width - 3):] for n in names}
+    seen = Counter(fitted.values())
+    for name, short in fitted.items():
+        if seen[short] > 1:
+            head = name.split("::", 1)[0] + "::..."
+            fitted[name] = head + name[-(width - len(head)):]
+    return fitted
+
+
+NAME_WIDTH = 62
+ROW = "{:<62} {:<11} {:>8} {:>6} {:>8}"  # property, outcome, examples, reach, seconds
 
 
 def summary_table(results: Sequence[PropertyResult]) -> str:
-    """One row per property in at most :data:`TABLE_WIDTH` columns, a row's note (why it
-    failed or was skipped) on an indented line under it; then the counts and a legend."""
+    """The failures grouped by cause (:func:`triage_lines`), then one row per property in at
+    most :data:`TABLE_WIDTH` columns, a row's note (why it failed or was skipped) on up to
+    :data:`NOTE_LINES` indented lines under it; then the counts and a legend."""
     lines = [ROW.format("property", "outcome", "examples", "reach", "seconds"),
-             ROW.format(*("-" * n for n in (50, 11, 8, 6, 8)))]
+             ROW.format(*("-" * n for n in (NAME_WIDTH, 11, 8, 6, 8)))]
+    names = fit_names([short_name(r.nodeid) for r in results], NAME_WIDTH)
     for r in results:
         share = reach_share(r)
-        lines.append(ROW.format(cut(short_name(r.nodeid), 50), r.outcome, r.examples,
+        lines.append(ROW.format(names[short_name(r.nodeid)], r.outcome, r.examples,
                                 "n/a" if share is None else f"{share:.0%}",
                                 f"{r.seconds:.1f}"))
         if _note(r):
-            lines.append(cut(f"    {_note(r)}", TABLE_WIDTH))
+            lines += wrap_words(_note(r))
     table = "\n".join(lines)
     counts = {o: sum(r.outcome == o for r in results)
               for o in ("passed", "failed", "skipped", "interrupted", "not run")}
@@ -164,12 +202,60 @@ def summary_table(results: Sequence[PropertyResult]) -> str:
     if not counts["passed"] and not counts["failed"]:
         tail += ": nothing ran, so nothing passed"
     tail += f"; {defects} harness defect(s)" if defects else ""
-    return f"{table}\n\n{tail}\n{REACH_LEGEND}"
+    triage = triage_lines(results)
+    head = "\n".join(triage) + "\n\n" if triage else ""
+    return f"{head}{table}\n\n{tail}\n{REACH_LEGEND}"
+
+
+def has_reproducer(r: PropertyResult) -> bool:
+    """Whether :func:`write_reproducers` writes one for ``r``: a failure with an example, or
+    a timeout (a timed-out setup ran no example: its reproducer replays the property)."""
+    return r.outcome == "failed" and (r.example is not None or r.timed_out)
+
+
+def reproducer_path(r: PropertyResult) -> str | None:
+    """Where ``r``'s reproducer is, relative to ``--out``; None where it has none."""
+    return f"reproducers/{_filename(r)}" if has_reproducer(r) else None
+
+
+def triage_lines(results: Sequence[PropertyResult]) -> list[str]:
+    """The failures grouped by cause (:mod:`refimpl.fuzz.triage`): per group its count and
+    cause (up to :data:`NOTE_LINES` lines), then one reproducer, relative to ``--out``."""
+    rows = [dict(asdict(r), reproducer=reproducer_path(r)) for r in results]
+    groups = group_failures(rows)
+    if not groups:
+        return []
+    failed = sum(g.count for g in groups)
+    lines = [f"failures by cause: {failed} failed properties, {len(groups)} cause(s) "
+             "(reproducer paths are relative to --out)"]
+    for number, group in enumerate(groups, start=1):
+        cause = f"{group.kind}: {group.message}" if group.kind else group.message
+        lines += wrap_words(f"{number}. {group.count} failed: {cause}", indent="  ",
+                            hang="     ")
+        more = f" and {group.count - 1} more" if group.count > 1 else ""
+        lead = f"     shape {group.shape}; e.g. "
+        room = max(TABLE_WIDTH - len(lead) - len(more), 20)
+        first = fit_names([short_name(group.nodeids[0])], room)[short_name(group.nodeids[0])]
+        lines.append(cut(f"{lead}{first}{more}", TABLE_WIDTH))
+        if group.reproducer:
+            lines.append(f"     python {group.reproducer}")
+    return lines
+
+
+#: a reproducer's file name (without ".py") has at most this many characters, so that the
+#: line that runs it (``     python reproducers/NAME.py``) fits :data:`TABLE_WIDTH`.
+FILENAME_STEM = 73
 
 
 def _filename(result: PropertyResult) -> str:
+    """``file__test_param.py`` from the node id; a longer stem keeps its first characters and
+    a hash of the whole (two properties never share a file)."""
     name = result.nodeid.split("/")[-1].replace(".py::", "__")
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_") + ".py"
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_")
+    if len(stem) > FILENAME_STEM:
+        digest = hashlib.sha1(stem.encode()).hexdigest()[:8]
+        stem = f"{stem[:FILENAME_STEM - 9]}_{digest}"
+    return stem + ".py"
 
 
 def python_string(text: str) -> str:
@@ -215,8 +301,8 @@ def write_reproducers(results: Sequence[PropertyResult], opts: FuzzOptions,
     installed = properties.resolve() == default_properties_dir()
     written = {}
     for r in results:
-        if r.outcome != "failed" or (r.example is None and not r.timed_out):
-            continue  # a timed-out setup ran no example: its reproducer replays the property
+        if not has_reproducer(r):
+            continue
         path = folder / _filename(r)
         saved = examples_file(opts.out / "examples", r.nodeid)
         kept = kept_example(opts.out / "examples", r.nodeid)
@@ -233,13 +319,22 @@ def write_reproducers(results: Sequence[PropertyResult], opts: FuzzOptions,
     return written
 
 
+def reproducer_note(reproducers: dict[str, str], out: Path) -> str:
+    """One line for the end of the output, instead of a line per failure: where the
+    reproducers are (the causes above name one each; report.json names every one)."""
+    return (f"reproducers: {len(reproducers)} in {out / 'reproducers'} (one per failing "
+            "property; report.json names each)")
+
+
 def write_json(results: Sequence[PropertyResult], reproducers: dict[str, str],
                opts: FuzzOptions, header: str, stopped_by: int | None) -> Path:
     path = opts.out / "report.json"
     rows = [dict(asdict(r), reach=reach_share(r), harness_defect=harness_defect(r),
                  reproducer=reproducers.get(r.nodeid)) for r in results]
+    groups = group_failures(rows)
     path.write_text(json.dumps({
         "target": header,
+        "target_name": header.split(" (", 1)[0],
         "options": {"components": list(opts.components), "max_examples": opts.max_examples,
                     "minutes": opts.minutes, "profile": opts.profile, "timeout": opts.timeout,
                     "seed": opts.seed},
@@ -248,5 +343,7 @@ def write_json(results: Sequence[PropertyResult], reproducers: dict[str, str],
         "failed": sum(r.outcome == "failed" for r in results),
         "not_run": sum(r.outcome == "not run" for r in results),
         "harness_defects": sum(harness_defect(r) for r in results),
+        "causes": [dict(kind=g.kind, words=g.words, shape=g.shape, message=g.message,
+                        nodeids=g.nodeids, reproducer=g.reproducer) for g in groups],
     }, indent=2))
     return path

@@ -1,0 +1,163 @@
+"""``refimpl fuzz --target mine --baseline torch``: what only the target under test fails.
+
+The baseline is another target, run after the campaign on the same seed (``--seed``, or one
+chosen and printed) and the same example count, its report written to ``--out/baseline``; or
+an earlier campaign's report.json, which must have run with the same ``--seed`` and bound
+(:func:`refimpl.fuzz.compare.check_comparable`).
+
+The rule, per property: **only mine** where the target under test failed it and the baseline
+ran it and passed; **both** where both failed (a defect the baseline shares: not new); **no
+baseline verdict** where the baseline did not run it (skipped, not run, no examples: a
+component it lacks, or inputs it does not take). The "only mine" failures are shown first,
+grouped by cause (:mod:`refimpl.fuzz.triage`), before the campaign's own summary.
+
+Invariant: the baseline never changes the campaign's verdict, report rows or exit status; it
+only adds the section above (stdout, the top of summary.txt, ``baseline`` in report.json).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from refimpl.fuzz.campaign import campaign_header, component_skips, report_campaign
+from refimpl.fuzz.compare import (
+    CompareError,
+    check_comparable,
+    load_report,
+    rows_of,
+    target_name,
+)
+from refimpl.fuzz.options import FuzzOptions
+from refimpl.fuzz.outdir import clean_out
+from refimpl.fuzz.report import TABLE_WIDTH, fit_names, short_name, write_json, write_reproducers
+from refimpl.fuzz.runner import caught_stop_signals, run_campaign
+from refimpl.fuzz.suite import default_properties_dir
+from refimpl.fuzz.triage import group_failures
+from refimpl.oracle import describe, load_backend
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What ``--baseline`` named: a target to run (its backend), or an earlier report."""
+
+    name: str
+    backend: Any = None
+    report: dict | None = None
+
+
+@dataclass(frozen=True)
+class Split:
+    """The failing properties of the target under test, by the baseline's verdict."""
+
+    only_mine: list[str] = field(default_factory=list)
+    both: list[str] = field(default_factory=list)
+    no_verdict: list[str] = field(default_factory=list)
+
+
+def load_baseline(text: str, opts: FuzzOptions) -> tuple[FuzzOptions, Baseline]:
+    """The baseline ``text`` names, and ``opts`` with the seed both run on. An existing
+    ``.json`` file is an earlier report (checked: the same --seed and bound as ``opts``);
+    anything else a target (``opts`` gets a random seed where none was given). Raises
+    CompareError, or the target's load error, for a one-line usage error."""
+    path = Path(text)
+    if text.endswith(".json") or path.is_file():
+        report = load_report(path)
+        if opts.seed is None:
+            raise CompareError(f"{path} is a report: give --seed "
+                               f"{report.get('options', {}).get('seed')} (its seed), so that "
+                               "both ran on the same examples")
+        check_comparable(report, opts.seed, opts.max_examples, opts.minutes, path)
+        return opts, Baseline(target_name(report), report=report)
+    seeded = opts if opts.seed is not None else replace(opts, seed=random.randrange(2**31))
+    return seeded, Baseline(text, backend=load_backend(text))
+
+
+def split(mine: dict[str, dict], base: dict[str, dict]) -> Split:
+    """:class:`Split` of ``mine``'s failing rows by ``base``'s (module docstring)."""
+    result = Split()
+    for nodeid, row in mine.items():
+        if row["outcome"] != "failed":
+            continue
+        other = base.get(nodeid)
+        if other is not None and other["outcome"] == "failed":
+            result.both.append(nodeid)
+        elif other is not None and other["outcome"] == "passed" and other["examples"] > 0:
+            result.only_mine.append(nodeid)
+        else:
+            result.no_verdict.append(nodeid)
+    return result
+
+
+def describe_split(result: Split, mine: dict[str, dict], mine_name: str, base_name: str
+                   ) -> str:
+    """The section shown first: the "only mine" failures grouped by cause, then the counts
+    of shared failures and of those the baseline gave no verdict on."""
+    lines = [f"baseline {base_name}: {len(result.only_mine)} failing properties fail only "
+             f"on {mine_name}"]
+    for group in group_failures(mine[n] for n in result.only_mine):
+        names = fit_names([short_name(n) for n in group.nodeids], TABLE_WIDTH - 8)
+        cause = f"{group.kind}: {group.message}" if group.kind else group.message
+        lines.append(f"  {group.count} x {cause}"[:TABLE_WIDTH])
+        lines += [f"      {names[short_name(n)]}" for n in group.nodeids]
+    lines.append(f"  {len(result.both)} fail on {base_name} too (not new)")
+    if result.no_verdict:
+        lines.append(f"  {len(result.no_verdict)} {base_name} did not run (no verdict):")
+        names = fit_names([short_name(n) for n in result.no_verdict], TABLE_WIDTH - 6)
+        lines += [f"      {names[short_name(n)]}" for n in result.no_verdict]
+    return "\n".join(lines)
+
+
+def _run_baseline(opts: FuzzOptions, baseline: Baseline) -> dict:
+    """Run the baseline target into ``--out/baseline``; its report."""
+    base_opts = replace(opts, target=baseline.name, out=opts.out / "baseline", junitxml=None,
+                        compare=None, resume=False, force=False)
+    base_opts.out.mkdir(parents=True, exist_ok=True)
+    print(f"refimpl fuzz: baseline {campaign_header(base_opts, baseline.backend)}", flush=True)
+    campaign = run_campaign(base_opts, component_skips(baseline.backend, opts.components))
+    properties = opts.properties or default_properties_dir()
+    reproducers = write_reproducers(campaign.results, base_opts, properties, Path.cwd())
+    path = write_json(campaign.results, reproducers, base_opts, describe(baseline.backend),
+                      campaign.stopped_by)
+    return json.loads(path.read_text())
+
+
+def run_with_baseline(opts: FuzzOptions, backend: Any, baseline: Baseline) -> int:
+    """The campaign, then the baseline (a target run, or its report), then the "only mine"
+    section and the campaign's own report; the campaign's exit status."""
+    old_report = load_report(opts.compare) if opts.compare else None  # before --force cleans
+    clean_out(opts.out, resume=opts.resume)
+    print(f"refimpl fuzz: {campaign_header(opts, backend)}\nseed: {opts.seed} (both targets)",
+          flush=True)
+    with caught_stop_signals():
+        campaign = run_campaign(opts, component_skips(backend, opts.components))
+        base = baseline.report
+        if base is None and campaign.stopped_by is None:
+            base = _run_baseline(opts, baseline)
+        section = ""
+        if base is not None:
+            mine = {r.nodeid: dict(outcome=r.outcome, examples=r.examples, message=r.message,
+                                   example=r.example, nodeid=r.nodeid)
+                    for r in campaign.results}
+            result = split(mine, rows_of(base))
+            section = describe_split(result, mine, backend.name, baseline.name)
+            print(f"\n{section}", flush=True)
+        status = report_campaign(opts, backend, campaign.results, campaign.stopped_by,
+                                 old_report)
+    if section:
+        _record(opts.out, section, result, baseline.name)
+    return status
+
+
+def _record(out: Path, section: str, result: Split, base_name: str) -> None:
+    """The section at the top of summary.txt, and ``baseline`` in report.json."""
+    summary = out / "summary.txt"
+    summary.write_text(f"{section}\n\n{summary.read_text()}")
+    report_path = out / "report.json"
+    report = json.loads(report_path.read_text())
+    report["baseline"] = {"target": base_name, "only_mine": result.only_mine,
+                          "both": result.both, "no_verdict": result.no_verdict}
+    report_path.write_text(json.dumps(report, indent=2))
