@@ -8,10 +8,10 @@ of containers whose leaves are one-op layers of every family of the FLOP table (
 addmm, bmm, baddbmm, broadcast and 1-d matmul, convolution and transposed convolution with
 groups, CPU attention, LSTM / GRU / RNN), wraps one container (the root or a nested one) in
 ``torch.compile`` or none, and runs it in three of four modes: forward and backward, forward
-only, under ``no_grad``, under ``inference_mode``. The counter's per-module totals must equal an independent hand
-count from the tree's plain data (:func:`refimpl.expect.flops.tree_module_flops`): every
-module on a leaf's path, and "Global", holds that leaf's FLOPs in full, and no other name
-holds any.
+only, under ``no_grad``, under ``inference_mode``. The counter's per-module totals must
+equal an independent hand count from the tree's plain data
+(:func:`refimpl.expect.flops.tree_module_flops`): every module on a leaf's path, and
+"Global", holds that leaf's FLOPs in full, and no other name holds any.
 
 Reach: some module holds more than 0 and less than "Global" (two leaves that count, so a
 Global-only counter, or one crediting every module with everything, fails).
