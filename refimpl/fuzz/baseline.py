@@ -33,7 +33,14 @@ from refimpl.fuzz.compare import (
 )
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.outdir import clean_out
-from refimpl.fuzz.report import TABLE_WIDTH, fit_names, short_name, write_json, write_reproducers
+from refimpl.fuzz.report import (
+    TABLE_WIDTH,
+    fit_names,
+    short_name,
+    wrap_words,
+    write_json,
+    write_reproducers,
+)
 from refimpl.fuzz.runner import caught_stop_signals, run_campaign
 from refimpl.fuzz.suite import default_properties_dir
 from refimpl.fuzz.triage import group_failures
@@ -101,7 +108,7 @@ def describe_split(result: Split, mine: dict[str, dict], mine_name: str, base_na
     for group in group_failures(mine[n] for n in result.only_mine):
         names = fit_names([short_name(n) for n in group.nodeids], TABLE_WIDTH - 8)
         cause = f"{group.kind}: {group.message}" if group.kind else group.message
-        lines.append(f"  {group.count} x {cause}"[:TABLE_WIDTH])
+        lines += wrap_words(f"{group.count} x {cause}", indent="  ", hang="    ")
         lines += [f"      {names[short_name(n)]}" for n in group.nodeids]
     lines.append(f"  {len(result.both)} fail on {base_name} too (not new)")
     if result.no_verdict:
