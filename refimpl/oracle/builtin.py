@@ -47,11 +47,13 @@ class RefimplBackend:
         return counter.get_total_flops()
 
     def compile(self, fn, *, memory_budget=None):
-        """refimpl's partitioner at ``memory_budget``, with the solver torch's partitioner
-        config names (``activation_memory_budget_solver``; refimpl's exact solver while it
-        is unset), so a property that sets torch's config asks both targets the same."""
-        solver = PartitionOptions.from_torch_config().solver
-        return refimpl_compile(fn, memory_budget=memory_budget, solver=solver)
+        """refimpl's partitioner at ``memory_budget``, with the solver and the runtime
+        estimator torch's partitioner config names (``activation_memory_budget_solver``:
+        refimpl's exact solver while it is unset; ``..._runtime_estimator``), so a property
+        that sets torch's config asks both targets the same."""
+        config = PartitionOptions.from_torch_config()
+        return refimpl_compile(fn, memory_budget=memory_budget, solver=config.solver,
+                               runtime_estimator=config.runtime_estimator)
 
     def checkpoint(self, module, **options):
         """refimpl's composable checkpoint; ``options`` as torch's (``context_fn``, ...)."""

@@ -52,7 +52,7 @@ from refimpl.expect.partition_expect import (
     measured,
     promise_of,
 )
-from refimpl.expect.partition_knapsack import TooManyItems, expected_bytes
+from refimpl.expect.partition_knapsack import TooManyItems, expected_bytes, knapsack_items
 from refimpl.expect.partition_regions import honouring, trace_with_regions
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
@@ -238,14 +238,17 @@ def test_partition_at_budget_one_recomputes_no_flops(refimpl_backend, spec):
         f"{observed} (saving {saved} bytes, min {expected.min_bytes})")
 
 
-@given(spec=KNAPSACK_PROGRAMS, budget=KNAPSACK_BUDGETS, solver=st.sampled_from(TORCH_SOLVERS))
+@given(spec=KNAPSACK_PROGRAMS, budget=KNAPSACK_BUDGETS, solver=st.sampled_from(TORCH_SOLVERS),
+       fit=st.booleans())
 def test_partition_knapsack_solvers_keep_the_modelled_bytes(refimpl_backend, spec, budget,
-                                                            solver):
+                                                            solver, fit):
     """For a target that promises it (``partition_promise.modelled_knapsack``), with torch's
     ``activation_memory_budget_solver`` set to a knapsack heuristic, the plan keeps the
     bytes of :mod:`refimpl.expect.partition_knapsack`: the fewest bytes of a valid plan that
     recomputes none of the items the heuristic keeps within ``bound - min`` (the bound's
-    ``max``: the target's own budget-1.0 bytes). Reach: the model keeps more than ``min``."""
+    ``max``: the target's own budget-1.0 bytes). With ``fit`` the budget is the one whose
+    capacity is exactly the smallest item's bytes (an item that fills the knapsack to the
+    byte must be taken). Reach: the model keeps more than ``min``."""
     require_promise(refimpl_backend, "modelled_knapsack")
     compile_fn = component(refimpl_backend, "compile")
     run, expected = expected_of(spec)
@@ -253,6 +256,8 @@ def test_partition_knapsack_solvers_keep_the_modelled_bytes(refimpl_backend, spe
     torch._dynamo.reset()
     with torch._functorch.config.patch(activation_memory_budget_solver=solver):
         high = measured(compile_fn(fn, memory_budget=1.0), spec)[0]
+        budget = exact_fit_budget(run.backward_problem, expected.min_bytes, high) if fit \
+            else budget
         saved = measured(compile_fn(fn, memory_budget=budget), spec)[0]
     bound = bound_bytes(expected.min_bytes, high, budget)
     try:
@@ -265,6 +270,17 @@ def test_partition_knapsack_solvers_keep_the_modelled_bytes(refimpl_backend, spe
         f"{reproducer(spec, budget=budget, solver=solver, backend=refimpl_backend.name)}\n"
         f"saved bytes: expected one of {sorted(wanted)} (min {expected.min_bytes}, bound "
         f"{bound}), observed {saved}")
+
+
+def exact_fit_budget(problem, min_bytes: int, max_bytes: int) -> float:
+    """The budget whose knapsack capacity ``bound - min`` is exactly the bytes of the
+    smallest knapsack item (:func:`~refimpl.expect.partition_knapsack.knapsack_items`);
+    an example without such a budget in (0, 1) is not valid."""
+    sizes = [problem.nodes[i].bytes for i in knapsack_items(problem)]
+    span = max_bytes - min_bytes
+    if not sizes or not 0 < min(sizes) < span:
+        reject()
+    return min(sizes) / span
 
 
 def check_user_regions(backend, spec: ProgramSpec, budget: float) -> None:
