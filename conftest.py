@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-HARNESS_FILES = ("test_fuzz*.py", "test_cli_*.py", "test_gpu_scripts.py", "test_plugin_markers.py",
+HARNESS_FILES = ("test_fuzz*.py", "test_cli_*.py", "test_gpu_*.py", "test_plugin_markers.py",
                  "test_profiles.py", "test_repository_citations.py")
 
 

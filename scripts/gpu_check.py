@@ -1,145 +1,309 @@
-"""Every GPU check refimpl has, in one command, with one report.
+"""Every GPU check refimpl has, in one run under 8 minutes, resumable, with one report.
 
-    python scripts/gpu_check.py --out DIR [--examples N] [--upstream UPSTREAM_DIR] [--jobs J]
+    python scripts/gpu_check.py --out DIR [--upstream] [--seeds SEEDS] [--bundle BUNDLE]
+                                [--work WORK] [--examples N] [--jobs J]
+    python scripts/gpu_check.py --resume DIR [--out DIR2] [the same options]
+    python scripts/gpu_check.py --write-docs DIR    (docs/gpu.md from DIR's results)
+    python scripts/gpu_check.py --plan              (the steps and their budgets)
 
-Steps, each a child process whose exit status and counts go into ``DIR/gpu-report.md``:
+The steps and their budgets (seconds of wall time on an H100 or H200 with 16 cores; a step
+still running at its budget is sent SIGINT, so it writes what it has, and killed 15 s later):
 
-1. ``pytest -m cuda tests`` on J workers (JUnit XML in DIR): the seeds' CUDA ports, the
-   activation meter against the CUDA allocator, checkpoint's CUDA RNG state, the layout pass
-   on cuDNN in both precisions, the profile estimator on a busy GPU, the inductor target's
-   layout on GPU;
-2. with ``--upstream``: PyTorch's own tests with refimpl swapped in
-   (``scripts/upstream_tests.py``);
-3. ``refimpl fuzz --target inductor --component layout,partition``: inductor itself, its
-   layout decision as the layout properties' reach;
-4. ``refimpl fuzz --target refimpl`` over every component, N examples per property: on a GPU
-   machine the properties with a device axis draw CUDA as well as CPU examples.
+=====  ==============  ======  ==========================================================
+phase  step            budget  what it runs
+=====  ==============  ======  ==========================================================
+0      install             40  ``pip install --no-index --find-links BUNDLE/wheels -r
+                               BUNDLE/requirements.txt`` (``--bundle``: every session)
+1      seeds-torch        170  ``--upstream``: the five seed files, each extracted
+                               verbatim as its upstream module, on torch's implementation
+                               (``scripts/upstream_tests.py --implementation torch``)
+1      seeds-refimpl      170  the same modules with refimpl swapped in
+1      pytest-cuda        170  ``pytest -m cuda tests -n 4``: the seeds' CUDA ports, the
+                               meter against the CUDA allocator, checkpoint's CUDA RNG ...
+2      fuzz-inductor      190  ``refimpl fuzz --target inductor --component
+                               layout,partition``: inductor's layout decision as reach
+2      fuzz-refimpl       190  ``refimpl fuzz --target refimpl``, every component: the
+                               properties with a device axis draw CUDA examples too
+=====  ==============  ======  ==========================================================
 
-The report is rewritten after every step, so a run cut short still says what it did.
+The steps of a phase run side by side (the seed modules 3 at a time in each column), the
+phases one after another: at most 40 + 170 + 190 s of budgets, 45 s of grace, a few seconds
+of reporting: under 8 minutes, the install included. Children run on this checkout's refimpl
+(``PYTHONPATH`` is the repository root; the bundle's wheel provides the entry points).
+
+Each step writes ``OUT/<step>.json`` the moment it ends (counts, failures with their first
+line, device, torch, CUDA, seconds); ``OUT/gpu-report.md`` and ``OUT/logs.tar.gz`` (the
+steps' logs, JUnit XML and fuzz reports) are rewritten after each. OUT holds at most those 8
+files (the device tool brings back 8). A run cut short keeps the results of the steps that
+ended; ``--resume DIR`` skips the steps with a result in DIR (copied into ``--out`` when it
+names another folder), so two short runs in two sessions make one report.
+
+SEEDS defaults to ``shared/seeds`` in the folder that holds the repository: the workplace's
+seed files (five upstream PyTorch test modules, each in one ``NNN_*.txt``; they are not part
+of this repository, and the issue that asked for this check names that place). A device
+machine sees only the repository, so ``scripts/gpu_bundle.py`` copies them into the bundle,
+and the device run names ``--seeds BUNDLE/seeds``.
+
+The next session lent a GPU: here (network, CPU), then with the device tool:
+
+1. ``.venv/bin/python scripts/gpu_bundle.py`` (writes ``.gpu-bundle/``: wheels,
+   requirements.txt, seeds/; about a minute);
+2. the device tool's ``run`` with ``carry: [".gpu-bundle"]``, ``timeout_s: 560`` and the
+   command ``PYTHONUNBUFFERED=1 python3 scripts/gpu_check.py --upstream --bundle .gpu-bundle
+   --seeds .gpu-bundle/seeds --out $OUT/gpu``. If a first run was cut short, copy what came
+   back to ``.gpu-bundle/resume/`` and add ``--resume .gpu-bundle/resume`` to the command;
+3. here: ``python scripts/gpu_check.py --write-docs <files_at>/gpu``, add notes on failures
+   to ``<files_at>/gpu/notes.json`` ({"<step>/<test>": "finding N" or "fixed by ..."}) and
+   write again; commit docs/gpu.md.
+
+Expected timeline of step 2: about 1 to 2 minutes starting the machine and copying the tree
+(not in the 8 minutes), the install under 40 s, phase 1 under 3 minutes, phase 2 under 3.5,
+the report: the reply under 10 minutes of the session's 15 of device time, leaving 5 for a
+resumed run if the machine was taken back.
 
 Refuses to run without a CUDA device (exit 2): on a CPU machine every step would skip or
 check nothing, and a report of that would read as a pass. Exit status: 0 when every step
-passed, else 1.
+passed, else 1; bad options: one line naming the option, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import os
 import sys
-import time
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+import tarfile
+import tempfile
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules
+
+import gpu_counts
+import gpu_report
+import gpu_steps
+import upstream_tests
+
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SEEDS = ROOT.parent / "shared" / "seeds"
+DOCS_PAGE = ROOT / "docs" / "gpu.md"
+#: seconds of wall time per step on an H100/H200 with 16 cores (the table above).
+BUDGET_S = {"install": 40, "seeds-torch": 170, "seeds-refimpl": 170, "pytest-cuda": 170,
+            "fuzz-inductor": 190, "fuzz-refimpl": 190}
+GRACE_S = 15.0
+SEED_JOBS = 3
+#: files of the logs archive larger than this are left out of it (the device returns 16 MiB).
+LOG_FILE_LIMIT = 2 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class Step:
-    """One check: what it is, its command, and where its counts are read from."""
-
-    name: str
-    command: tuple[str, ...]
-    counts_from: Path | None  # a JUnit XML or a refimpl fuzz report.json
+class UsageError(Exception):
+    """A bad option: one line naming it, exit 2."""
 
 
-@dataclass(frozen=True)
-class Outcome:
-    step: Step
-    status: int
-    seconds: float
-    counts: str
+def install_step(bundle: Path) -> gpu_steps.Step:
+    command = (sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links",
+               str(bundle / "wheels"), "-r", str(bundle / "requirements.txt"))
+    return gpu_steps.Step("install", "install the bundle offline", command, BUDGET_S["install"],
+                          phase=0)
 
 
-def steps(out: Path, examples: int, jobs: int, upstream: Path | None) -> list[Step]:
-    python = sys.executable
-    fuzz = (python, "-m", "refimpl", "fuzz", "--max-examples", str(examples), "--jobs",
-            str(jobs))
-    found = [Step("pytest -m cuda", (python, "-m", "pytest", "-m", "cuda", "-q", "-n", str(jobs),
-                                      "-p", "no:cacheprovider",
-                                      f"--junitxml={out / 'cuda.xml'}", str(ROOT / "tests")),
-                  out / "cuda.xml")]
-    if upstream is not None:
-        found.append(Step("upstream tests, refimpl swapped in",
-                          (python, str(ROOT / "scripts" / "upstream_tests.py"), str(upstream),
-                           "--xml-dir", str(out / "upstream"), "-q"), out / "upstream"))
-    found += [
-        Step("refimpl fuzz --target inductor", (*fuzz, "--target", "inductor", "--component",
-                                                "layout,partition", "--out",
-                                                str(out / "fuzz-inductor")),
-             out / "fuzz-inductor" / "report.json"),
-        Step("refimpl fuzz --target refimpl", (*fuzz, "--target", "refimpl", "--out",
-                                               str(out / "fuzz-refimpl")),
-             out / "fuzz-refimpl" / "report.json"),
-    ]
+def seed_steps(seeds: Path, work: Path, pytest_args: tuple[str, ...] = ("-q",),
+               jobs: int = SEED_JOBS) -> list[gpu_steps.Step]:
+    """The seed files extracted twice (one folder per column) and their two runs."""
+    found = []
+    for implementation in upstream_tests.IMPLEMENTATIONS[::-1]:  # torch's column first
+        name = f"seeds-{implementation}"
+        folder = work / name
+        upstream_tests.extract_seeds(seeds, folder / "modules")
+        command = (sys.executable, str(ROOT / "scripts" / "upstream_tests.py"),
+                   str(folder / "modules"), "--implementation", implementation, "--jobs",
+                   str(jobs), "--xml-dir", str(folder / "xml"), *pytest_args)
+        title = ("seed files, torch's implementation" if implementation == "torch"
+                 else "seed files, refimpl swapped in")
+        found.append(gpu_steps.Step(name, title, command, BUDGET_S[name], phase=1,
+                                    reads=("seeds", str(folder))))
     return found
 
 
-def counts(path: Path | None) -> str:
-    """'P passed, F failed, S skipped' read from a JUnit XML or a fuzz report.json."""
-    if path is None or not path.exists():
-        return "no result written"
-    if path.suffix == ".json":
-        rows = json.loads(path.read_text())["properties"]
-        tally = {k: sum(r["outcome"] == k for r in rows) for k in ("passed", "failed", "skipped")}
-        reach = [f"{r['nodeid'].split('::')[-1]} {r['reach']:.0%}" for r in rows
-                 if r.get("reach") is not None]
-        return (f"{tally['passed']} passed, {tally['failed']} failed, {tally['skipped']} "
-                f"skipped; reach: {', '.join(reach) or 'none recorded'}")
-    total = failed = errors = skipped = 0
-    for xml in sorted(path.glob("*.xml")) if path.is_dir() else [path]:
-        suite = ET.parse(xml).getroot()
-        suite = suite.find("testsuite") if suite.tag == "testsuites" else suite
-        total += int(suite.get("tests", 0))
-        failed += int(suite.get("failures", 0))
-        errors += int(suite.get("errors", 0))
-        skipped += int(suite.get("skipped", 0))
-    return (f"{total - failed - errors - skipped} passed, {failed} failed, {errors} errors, "
-            f"{skipped} skipped")
+def check_steps(work: Path, examples: int, jobs: int) -> list[gpu_steps.Step]:
+    python = sys.executable
+    root = str(ROOT)
+    xml = work / "pytest-cuda.xml"
+    fuzz = (python, "-m", "refimpl", "fuzz", "--max-examples", str(examples))
+    return [
+        gpu_steps.Step("pytest-cuda", "pytest -m cuda", (
+            python, "-m", "pytest", "-m", "cuda", "-q", "-n", str(jobs), "-p",
+            "no:cacheprovider", f"--junitxml={xml}", "tests"), BUDGET_S["pytest-cuda"], 1,
+            reads=("junit", str(xml)), cwd=root),
+        gpu_steps.Step("fuzz-inductor", "refimpl fuzz --target inductor (layout, partition)", (
+            *fuzz, "--target", "inductor", "--component", "layout,partition", "--jobs", "2",
+            "--out", str(work / "fuzz-inductor")), BUDGET_S["fuzz-inductor"], 2,
+            reads=("fuzz", str(work / "fuzz-inductor" / "report.json")), cwd=root),
+        gpu_steps.Step("fuzz-refimpl", "refimpl fuzz --target refimpl (every component)", (
+            *fuzz, "--target", "refimpl", "--jobs", "6", "--out", str(work / "fuzz-refimpl")),
+            BUDGET_S["fuzz-refimpl"], 2,
+            reads=("fuzz", str(work / "fuzz-refimpl" / "report.json")), cwd=root),
+    ]
 
 
-def run(step: Step, log: Path) -> Outcome:
-    start = time.monotonic()
-    with log.open("w") as sink:
-        status = subprocess.run(step.command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)
-    return Outcome(step, status.returncode, time.monotonic() - start, counts(step.counts_from))
+def machine() -> dict[str, str]:
+    """The device, torch and CUDA each result records (steps of two sessions may differ)."""
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA device"
+    return {"device": device, "torch": torch.__version__, "cuda": str(torch.version.cuda)}
 
 
-def report(outcomes: list[Outcome]) -> str:
-    device = torch.cuda.get_device_name()
-    lines = ["# refimpl GPU check", "",
-             f"{device}, torch {torch.__version__} (CUDA {torch.version.cuda}), "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
-             "| step | exit | seconds | result |", "| --- | --- | --- | --- |"]
-    lines += [f"| {o.step.name} | {o.status} | {o.seconds:.0f} | {o.counts} |" for o in outcomes]
-    return "\n".join(lines) + "\n"
+def describe(step: gpu_steps.Step, status: int, timed_out: bool) -> dict:
+    """A step's counts, read from what it wrote, with the machine it ran on."""
+    kind, path = step.reads
+    if kind == "seeds":
+        per_file = {module.name: gpu_counts.junit(Path(path) / "xml" / f"{module.stem}.xml")
+                    for module in sorted((Path(path) / "modules").glob("test_*.py"))}
+        read = gpu_counts.total(list(per_file.values())) or {"counts": None, "failures": []}
+        return {**machine(), **read, "per_file": per_file}
+    if kind == "none":
+        return {**machine(), "counts": None, "failures": [], "summary": "exit status only"}
+    read = {"junit": gpu_counts.junit, "fuzz": gpu_counts.fuzz}[kind](Path(path))
+    return {**machine(), **(read or {"counts": None, "failures": []})}
+
+
+def archive_logs(work: Path, out: Path) -> None:
+    """``OUT/logs.tar.gz``: every log, JUnit XML and report of WORK (small files only)."""
+    partial = out / "logs.tar.gz.partial"
+    with tarfile.open(partial, "w:gz") as archive:
+        for path in sorted(work.rglob("*")):
+            keep = path.suffix in (".log", ".xml", ".json", ".md", ".py", ".txt")
+            if path.is_file() and keep and path.stat().st_size <= LOG_FILE_LIMIT:
+                archive.add(path, arcname=str(path.relative_to(work)))
+    os.replace(partial, out / "logs.tar.gz")
+
+
+def notes(folder: Path) -> dict[str, str]:
+    path = folder / "notes.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def run(steps: list[gpu_steps.Step], out: Path, work: Path, grace_s: float = GRACE_S) -> dict:
+    """The steps not done in OUT; the report and the logs refreshed after each result."""
+
+    def refresh(result: dict) -> None:
+        print(f"{result['step']}: exit {result['status']}, "
+              f"{gpu_counts.line(result.get('counts'))}", flush=True)
+        (out / "gpu-report.md").write_text(gpu_report.report(gpu_steps.done(out), notes(out)))
+        archive_logs(work, out)
+
+    return gpu_steps.run_steps(steps, out, work, describe, grace_s, refresh)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, help="folder of the step results and the report")
+    parser.add_argument("--resume", type=Path, help="skip the steps with a result here")
+    parser.add_argument("--upstream", action="store_true", help="run the seed files")
+    parser.add_argument("--seeds", type=Path, default=DEFAULT_SEEDS)
+    parser.add_argument("--bundle", type=Path, help="install its wheels offline first")
+    parser.add_argument("--work", type=Path, help="logs, XML, fuzz output (default: a temp dir)")
+    parser.add_argument("--examples", type=int, default=10)
+    parser.add_argument("--jobs", type=int, default=4, help="pytest -m cuda's workers")
+    parser.add_argument("--write-docs", type=Path, metavar="DIR",
+                        help="write docs/gpu.md from DIR's results, and stop")
+    parser.add_argument("--plan", action="store_true", help="print the steps, and stop")
+    return parser.parse_args(argv)
+
+
+def validate(args: argparse.Namespace) -> None:
+    """Every option a run reads, checked before anything runs."""
+    for option in ("examples", "jobs"):
+        if getattr(args, option) < 1:
+            raise UsageError(f"--{option} {getattr(args, option)}: expected a number >= 1")
+    if args.resume is not None and not args.resume.is_dir():
+        raise UsageError(f"--resume {args.resume}: not a folder")
+    if args.out is None and args.resume is None:
+        raise UsageError("--out: give the folder for the results (or --resume DIR)")
+    if args.bundle is not None and not (args.bundle / "requirements.txt").is_file():
+        raise UsageError(f"--bundle {args.bundle}: holds no requirements.txt "
+                         f"(make it with scripts/gpu_bundle.py)")
+    if args.upstream and not args.seeds.is_dir():
+        raise UsageError(f"--seeds {args.seeds}: not a folder (the seed files NNN_*.txt)")
+
+
+def plan(args: argparse.Namespace, work: Path) -> list[gpu_steps.Step]:
+    try:
+        seeds = seed_steps(args.seeds, work) if args.upstream else []
+    except ValueError as error:
+        raise UsageError(f"--seeds: {error}") from None
+    return [*seeds, *check_steps(work, args.examples, args.jobs)]
+
+
+def write_docs(folder: Path, page: Path = DOCS_PAGE) -> int:
+    results = gpu_steps.done(folder)
+    if not results:
+        raise UsageError(f"--write-docs {folder}: holds no step results (<step>.json)")
+    page.write_text(gpu_report.docs_page(results, notes(folder)))
+    print(f"wrote {page} from {len(results)} step results in {folder}")
+    return 0
+
+
+def print_plan(args: argparse.Namespace) -> int:
+    """The steps a run would take, with their budgets (no GPU needed, nothing run)."""
+    validate(argparse.Namespace(**{**vars(args), "out": Path(".")}))
+    with tempfile.TemporaryDirectory(prefix="refimpl-gpu-plan-") as work:
+        steps = plan(args, Path(work))
+    if args.bundle is not None:
+        steps.insert(0, install_step(args.bundle))
+    for step in steps:
+        print(f"phase {step.phase}  {step.name:<14} {step.budget_s:>4.0f} s  "
+              f"{' '.join(step.command)}")
+    return 0
+
+
+def start(args: argparse.Namespace) -> tuple[Path, Path]:
+    """OUT (holding the results to resume from) and WORK, made."""
+    out = (args.out or args.resume).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if args.resume is not None and args.resume.resolve() != out:
+        for name, result in gpu_steps.done(args.resume).items():
+            if name != "install":
+                gpu_steps.write_result(out, result)
+    (out / "install.json").unlink(missing_ok=True)  # a machine installs in every session
+    work = args.work or Path(tempfile.mkdtemp(prefix="refimpl-gpu-"))
+    return out, work.resolve()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--examples", type=int, default=10)
-    parser.add_argument("--jobs", type=int, default=4)
-    parser.add_argument("--upstream", type=Path, default=None)
-    args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("gpu_check.py: no CUDA device: every GPU check would skip", file=sys.stderr)
+    args = parse(argv)
+    try:
+        if args.write_docs is not None:
+            return write_docs(args.write_docs)
+        if args.plan:
+            return print_plan(args)
+        if not torch.cuda.is_available():
+            raise UsageError("no CUDA device: every GPU check would skip")
+        validate(args)
+        return run_all(args)
+    except UsageError as error:
+        print(f"gpu_check.py: {error}", file=sys.stderr)
         return 2
-    if args.upstream is not None and not args.upstream.exists():
-        print(f"gpu_check.py: --upstream {args.upstream} does not exist", file=sys.stderr)
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    outcomes = []
-    for step in steps(args.out.resolve(), args.examples, args.jobs, args.upstream):
-        outcomes.append(run(step, args.out / f"{len(outcomes) + 1}.log"))
-        print(f"{step.name}: exit {outcomes[-1].status}, {outcomes[-1].counts}", flush=True)
-        (args.out / "gpu-report.md").write_text(report(outcomes))
-    print(report(outcomes))
-    return 0 if all(o.status == 0 for o in outcomes) else 1
+
+
+def run_all(args: argparse.Namespace) -> int:
+    out, work = start(args)
+    steps = plan(args, work)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
+                                                             os.environ.get("PYTHONPATH")]))
+    try:
+        if args.bundle is not None:
+            installed = run([install_step(args.bundle.resolve())], out, work)["install"]
+            if installed["status"] != 0:
+                print("gpu_check.py: the install failed (its log is in logs.tar.gz)")
+                return 1
+        results = run(steps, out, work)
+    except gpu_steps.Interrupted as stop:
+        print(f"gpu_check.py: stopped by {stop}: the steps that ended are in {out}; "
+              f"--resume {out} runs the others", file=sys.stderr)
+        return 130
+    print(gpu_report.report(results, notes(out)))
+    return 0 if all(r["status"] == 0 for r in results.values()) else 1
 
 
 if __name__ == "__main__":

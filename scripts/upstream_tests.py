@@ -1,16 +1,21 @@
 """Run PyTorch's own tests for refimpl's systems with refimpl swapped in for torch's.
 
-    python scripts/upstream_tests.py DIR [--xml-dir XDIR] [pytest arguments ...]
+    python scripts/upstream_tests.py DIR [--implementation refimpl|torch] [--jobs J]
+                                         [--xml-dir XDIR] [pytest arguments ...]
 
-DIR holds upstream test modules, copied unmodified from a PyTorch checkout at the installed
-torch's release tag: test/functorch/test_ac.py, test/functorch/test_memory_efficient_fusion.py,
-test/inductor/test_layout_optim.py and test/distributed/_composable/test_checkpoint.py (the
-specification refimpl reproduces; their memory figures come from the CUDA allocator, so most
-of them need a GPU). The script runs pytest on each module of DIR in a process of its own, as
+DIR holds upstream test modules, unmodified: copied from a PyTorch checkout at the installed
+torch's release tag, or extracted from the seed files by :func:`extract_seeds` (each seed file
+is one module, a header line naming its upstream path, then the module verbatim in one fenced
+block): test/functorch/test_ac.py, test/functorch/test_memory_efficient_fusion.py,
+test/test_flop_counter.py, test/inductor/test_layout_optim.py and
+test/distributed/_composable/test_checkpoint.py (the specification refimpl reproduces; their
+memory figures come from the CUDA allocator, so most of them need a GPU). The script runs
+pytest on each module of DIR in a process of its own (``--jobs`` of them side by side), as
 PyTorch's CI does (a module may leave global state behind: test_ac.py's ``setUp`` makes CUDA
 the default device and never restores it), with this file loaded as a plugin which, before
 the module is imported, swaps in refimpl for what it exercises (``--xml-dir``: a JUnit XML
-per module there):
+per module there). ``--implementation torch`` swaps nothing: the same modules on torch's own
+implementation, the column refimpl's is compared with.
 
 =============================================  ============================================
 torch's                                        refimpl's
@@ -22,6 +27,8 @@ dynamo backend ``aot_eager_decomp_partition``  ``"refimpl"``: refimpl's partitio
 ``functorch.compile.memory_efficient_fusion``  ``refimpl.memory_efficient_fusion``
 ``torch._functorch.compile_utils.fx_graph_cse``  ``refimpl.fx_graph_cse``
 ``torch.distributed._composable.checkpoint``   ``refimpl.checkpoint``
+``torch.utils.flop_counter.FlopCounterMode``   ``refimpl.FlopCounterMode`` (a subclass that
+                                               counts its constructions)
 =============================================  ============================================
 
 Invariant: a test passes only on refimpl's answer. The summary ends with how often each swap
@@ -39,9 +46,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -49,6 +58,14 @@ import torch
 
 #: dynamo backend names whose graphs refimpl's backend compiles instead.
 SWAPPED_BACKENDS = ("aot_eager_decomp_partition", "inductor")
+#: every swap, in the order the summary lists them.
+SWAPS = (*SWAPPED_BACKENDS, "memory_efficient_fusion", "fx_graph_cse", "checkpoint",
+         "FlopCounterMode")
+IMPLEMENTATIONS = ("refimpl", "torch")
+#: how the parent tells the plugin, in the child process, which implementation runs.
+IMPLEMENTATION_VARIABLE = "REFIMPL_UPSTREAM_IMPLEMENTATION"
+#: a seed file: a header line naming the upstream module, then the module in one fenced block.
+SEED = re.compile(r"\A# `(?P<path>[^`]+)`\s*\n\s*```[^\n]*\n(?P<code>.*)\n```\s*\Z", re.DOTALL)
 REACHED: Counter[str] = Counter()
 
 
@@ -86,6 +103,7 @@ def _swap_functions() -> None:
     import functorch.compile
     import torch._functorch.compile_utils
     import torch.distributed._composable as composable
+    import torch.utils.flop_counter
 
     import refimpl
 
@@ -95,6 +113,21 @@ def _swap_functions() -> None:
     checkpoint = _counted("checkpoint", refimpl.checkpoint)
     checkpoint.state = refimpl.checkpoint.state  # the tests read checkpoint.state(module)
     composable.checkpoint = checkpoint
+    torch.utils.flop_counter.FlopCounterMode = _counted_counter(refimpl.FlopCounterMode)
+
+
+def _counted_counter(counter: type) -> type:
+    """A subclass of refimpl's counter that counts its constructions (still a class, so an
+    ``isinstance`` anywhere keeps working)."""
+
+    class FlopCounterMode(counter):
+        __wrapped__ = counter
+
+        def __init__(self, *args, **kwargs):
+            REACHED["FlopCounterMode"] += 1
+            super().__init__(*args, **kwargs)
+
+    return FlopCounterMode
 
 
 def _compatibility() -> None:
@@ -104,18 +137,53 @@ def _compatibility() -> None:
         inductor_utils.HAS_CUDA = torch.cuda.is_available()
 
 
+def _implementation() -> str:
+    implementation = os.environ.get(IMPLEMENTATION_VARIABLE, "refimpl")
+    if implementation not in IMPLEMENTATIONS:
+        raise pytest.UsageError(f"{IMPLEMENTATION_VARIABLE}={implementation!r}: expected one "
+                                f"of {', '.join(IMPLEMENTATIONS)}")
+    return implementation
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _compatibility()
-    _swap_backends()
-    _swap_functions()
+    if _implementation() == "refimpl":
+        _swap_backends()
+        _swap_functions()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """What each swap was reached by: a swap no test reached proves nothing."""
-    names = [*SWAPPED_BACKENDS, "memory_efficient_fusion", "fx_graph_cse", "checkpoint"]
+    if _implementation() == "torch":
+        terminalreporter.section("torch's own implementation: nothing swapped")
+        return
     terminalreporter.section("refimpl swapped in")
-    for name in names:
+    for name in SWAPS:
         terminalreporter.write_line(f"{name:<28} reached {REACHED[name]} times")
+
+
+def extract_seeds(seeds: Path, into: Path) -> dict[str, Path]:
+    """Each seed file ``NNN_*.txt`` of ``seeds`` written verbatim as its upstream module
+    (``test_ac.py`` ...) into ``into``: {seed file name: module path}.
+
+    Invariant: the module's text is the fenced block's, byte for byte (a trailing newline
+    added); a seed file not in that layout, or two naming one module, is a ValueError
+    naming the file."""
+    found: dict[str, Path] = {}
+    into.mkdir(parents=True, exist_ok=True)
+    for seed in sorted(seeds.glob("[0-9][0-9][0-9]_*.txt")):
+        parsed = SEED.match(seed.read_text(encoding="utf-8"))
+        if parsed is None:
+            raise ValueError(f"{seed}: not a seed file (a header line `path`, then one "
+                             f"fenced block)")
+        module = into / re.split(r"[\\/]", parsed["path"])[-1]
+        if not module.name.startswith("test_") or module in found.values():
+            raise ValueError(f"{seed}: names {module.name}, not a new test_*.py module")
+        module.write_text(parsed["code"] + "\n", encoding="utf-8")
+        found[seed.name] = module
+    if not found:
+        raise ValueError(f"{seeds}: holds no seed files (NNN_*.txt)")
+    return found
 
 
 def modules(path: Path) -> list[Path]:
@@ -123,14 +191,30 @@ def modules(path: Path) -> list[Path]:
     return [path] if path.is_file() else sorted(path.glob("test_*.py"))
 
 
-def run_module(module: Path, xml_dir: Path | None, pytest_args: list[str]) -> int:
+def run_module(module: Path, xml_dir: Path | None, pytest_args: list[str],
+               implementation: str = "refimpl") -> int:
     """pytest on one module, in a child process with this plugin loaded."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    env = {**os.environ, IMPLEMENTATION_VARIABLE: implementation, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")]))}
     xml = [f"--junitxml={xml_dir / (module.stem + '.xml')}"] if xml_dir else []
     command = [sys.executable, "-m", "pytest", str(module), "-p", "upstream_tests", "-p",
                "no:cacheprovider", "-p", "no:refimpl", *xml, *pytest_args]
     return subprocess.run(command, env=env, cwd=module.parent).returncode
+
+
+def _options(rest: list[str]) -> tuple[dict[str, str], list[str]]:
+    """This script's own options, each followed by its value, ahead of pytest's."""
+    own: dict[str, str] = {}
+    while rest[:1] and rest[0] in ("--xml-dir", "--implementation", "--jobs"):
+        if len(rest) < 2:
+            raise ValueError(f"{rest[0]} needs a value")
+        own[rest[0]], rest = rest[1], rest[2:]
+    if own.get("--implementation", "refimpl") not in IMPLEMENTATIONS:
+        raise ValueError(f"--implementation {own['--implementation']}: expected one of "
+                         f"{', '.join(IMPLEMENTATIONS)}")
+    if not own.get("--jobs", "1").isdigit() or int(own.get("--jobs", "1")) < 1:
+        raise ValueError(f"--jobs {own['--jobs']}: expected a whole number >= 1")
+    return own, rest
 
 
 def main(argv: list[str]) -> int:
@@ -143,12 +227,19 @@ def main(argv: list[str]) -> int:
         print("upstream_tests.py: PyTorch's test modules need expecttest: "
               "pip install expecttest (refimpl's test extra has it)", file=sys.stderr)
         return 2
-    rest = argv[1:]
-    xml_dir = None
-    if rest[:1] == ["--xml-dir"] and len(rest) > 1:
-        xml_dir, rest = Path(rest[1]).resolve(), rest[2:]
+    try:
+        own, rest = _options(argv[1:])
+    except ValueError as error:
+        print(f"upstream_tests.py: {error}", file=sys.stderr)
+        return 2
+    xml_dir = Path(own["--xml-dir"]).resolve() if "--xml-dir" in own else None
+    if xml_dir is not None:
         xml_dir.mkdir(parents=True, exist_ok=True)
-    statuses = {m.name: run_module(m.resolve(), xml_dir, rest) for m in modules(Path(argv[0]))}
+    implementation = own.get("--implementation", "refimpl")
+    found = [m.resolve() for m in modules(Path(argv[0]))]
+    with ThreadPoolExecutor(int(own.get("--jobs", "1"))) as pool:
+        done = pool.map(lambda m: run_module(m, xml_dir, rest, implementation), found)
+        statuses = dict(zip((m.name for m in found), done, strict=True))
     print("\n".join(f"{name}: pytest exit {status}" for name, status in statuses.items()))
     return 0 if all(status == 0 for status in statuses.values()) else 1
 

@@ -1,6 +1,7 @@
 """scripts/gpu_check.py and scripts/upstream_tests.py, on any machine: the swaps reach
 refimpl, each upstream module runs in a process of its own, the GPU check refuses a machine
-without a GPU, and its report reads counts as written."""
+without a GPU, and its report reads counts as written. The seed steps themselves (extraction,
+both columns, their counts) are in tests/test_gpu_seeds.py."""
 
 from __future__ import annotations
 
@@ -77,8 +78,9 @@ def test_upstream_modules_run_with_refimpl_swapped_in_each_alone(tmp_path: Path)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "test_b_sees.py: pytest exit 0" in done.stdout  # not after test_a_leaves' state
     assert "fx_graph_cse                 reached 0 times" in done.stdout  # import only
-    counts = _script("gpu_check").counts(tmp_path / "xml")
-    assert counts == "4 passed, 0 failed, 0 errors, 0 skipped"
+    read = [_script("gpu_counts").junit(xml) for xml in sorted((tmp_path / "xml").glob("*"))]
+    assert _script("gpu_counts").total(read)["counts"] == {
+        "passed": 4, "failed": 0, "errors": 0, "skipped": 0}
 
 
 def test_upstream_tests_needs_a_folder_of_modules(tmp_path: Path):
@@ -98,8 +100,45 @@ def test_gpu_check_refuses_a_machine_without_a_gpu(tmp_path: Path):
 def test_gpu_check_reads_a_fuzz_report(tmp_path: Path):
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"properties": [
-        {"nodeid": "p/test_layout.py::test_a", "outcome": "passed", "reach": 0.75},
-        {"nodeid": "p/test_layout.py::test_b", "outcome": "skipped", "reach": None},
-        {"nodeid": "p/test_layout.py::test_c", "outcome": "failed", "reach": 0.5}]}))
-    assert _script("gpu_check").counts(report) == (
-        "1 passed, 1 failed, 1 skipped; reach: test_a 75%, test_c 50%")
+        {"nodeid": "p/test_layout.py::test_a", "outcome": "passed", "reach": 0.75,
+         "examples": 10},
+        {"nodeid": "p/test_layout.py::test_b", "outcome": "skipped", "reach": None,
+         "examples": 0},
+        {"nodeid": "p/test_layout.py::test_c", "outcome": "failed", "reach": 0.5,
+         "examples": 3, "message": "AssertionError: strides differ\nmore"},
+        {"nodeid": "p/test_layout.py::test_d", "outcome": "interrupted", "reach": None,
+         "examples": 1}]}))
+    read = _script("gpu_counts").fuzz(report)
+    assert read["counts"] == {"passed": 1, "failed": 1, "errors": 0, "skipped": 1,
+                              "unfinished": 1}
+    assert read["reach"] == {"test_a": 0.75, "test_c": 0.5} and read["examples"] == 14
+    assert read["failures"] == [{"test": "test_c", "outcome": "failed",
+                                 "message": "AssertionError: strides differ\nmore"}]
+    assert _script("gpu_counts").line(read["counts"]) == (
+        "1 passed, 1 failed, 0 errors, 1 skipped, 1 unfinished")
+    assert _script("gpu_counts").fuzz(tmp_path / "absent.json") is None
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest"
+errors="1" failures="1" skipped="1" tests="5">
+<testcase classname="test_ac.MemoryBudgetTest" name="test_profile"><failure
+ message="AssertionError: 3 != 4&#10;second line">trace</failure></testcase>
+<testcase classname="test_ac.MemoryBudgetTest" name="test_a"/>
+<testcase classname="test_ac.MemoryBudgetTest" name="test_b"/>
+<testcase classname="test_ac.MemoryBudgetTest" name="test_c"><skipped message="no cuda"/>
+</testcase>
+<testcase classname="" name="test_ac"><error message="collection failed"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_gpu_check_reads_junit_counts_and_the_first_line_of_each_failure(tmp_path: Path):
+    (tmp_path / "a.xml").write_text(JUNIT)
+    read = _script("gpu_counts").junit(tmp_path / "a.xml")
+    assert read["counts"] == {"passed": 2, "failed": 1, "errors": 1, "skipped": 1}
+    assert read["failures"] == [
+        {"test": "MemoryBudgetTest::test_profile", "outcome": "failed",
+         "message": "AssertionError: 3 != 4"},
+        {"test": "test_ac", "outcome": "errors", "message": "collection failed"}]
+    assert _script("gpu_counts").junit(tmp_path / "absent.xml") is None
+    assert _script("gpu_counts").total([None, read, None])["counts"]["passed"] == 2
+    assert _script("gpu_counts").total([None]) is None
