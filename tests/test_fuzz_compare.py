@@ -101,10 +101,11 @@ def test_compare_with_a_report_lacking_fields_stops_before_the_campaign(tmp_path
     (["--seed", "1", "--max-examples", "5"], "--max-examples 30, this run with --max-examples 5"),
 ])
 def test_compare_refuses_campaigns_that_draw_differently(tmp_path: Path, args, words):
+    props = write_suite(tmp_path / "props", "test_cse_tiny.py", SUITE)
     old = tmp_path / "old.json"
     old.write_text(json.dumps(report([row("x", "failed", 1.0)])))
-    done = _run("fuzz", "--component", "cse", "--compare", str(old), "--out",
-                str(tmp_path / "o"), *args, cwd=tmp_path)
+    done = _run("fuzz", "--component", "cse", "--properties", str(props), "--compare",
+                str(old), "--out", str(tmp_path / "o"), *args, cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
 

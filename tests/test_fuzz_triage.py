@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from refimpl.fuzz.baseline import split
+from refimpl.fuzz.cli import UsageError, check_baseline
+from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.triage import error_kind, example_shape, first_words, group_failures
 from tests.test_fuzz import SUITE, _run, write_suite
 
@@ -139,3 +143,11 @@ def test_a_baseline_that_cannot_load_or_a_report_without_the_seed_is_refused(tmp
                 str(tmp_path / "o"), cwd=tmp_path)
     assert done.returncode == 2 and "--baseline" in done.stderr, done.stderr
     assert "give --seed 4" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_baseline_runs_with_the_plain_runner_only():
+    opts = FuzzOptions(engine="hypofuzz", max_examples=None, minutes=1.0, baseline="torch")
+    with pytest.raises(UsageError, match="--baseline: runs with --engine runner only"):
+        check_baseline(opts)
+    seeded, baseline = check_baseline(FuzzOptions(baseline="refimpl"))
+    assert seeded.seed is not None and baseline.name == "refimpl"  # one seed for both
