@@ -101,6 +101,12 @@ class UsageError(Exception):
     """A bad option: one line naming it, exit 2."""
 
 
+def tree_env() -> dict[str, str]:
+    """The children import this checkout's refimpl, whatever wheel is installed."""
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
+                                                        os.environ.get("PYTHONPATH")]))}
+
+
 def install_step(bundle: Path) -> gpu_steps.Step:
     command = (sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links",
                str(bundle / "wheels"), "-r", str(bundle / "requirements.txt"))
@@ -122,7 +128,7 @@ def seed_steps(seeds: Path, work: Path, pytest_args: tuple[str, ...] = ("-q",),
         title = ("seed files, torch's implementation" if implementation == "torch"
                  else "seed files, refimpl swapped in")
         found.append(gpu_steps.Step(name, title, command, BUDGET_S[name], phase=1,
-                                    reads=("seeds", str(folder))))
+                                    reads=("seeds", str(folder)), env=tree_env()))
     return found
 
 
@@ -135,15 +141,17 @@ def check_steps(work: Path, examples: int, jobs: int) -> list[gpu_steps.Step]:
         gpu_steps.Step("pytest-cuda", "pytest -m cuda", (
             python, "-m", "pytest", "-m", "cuda", "-q", "-n", str(jobs), "-p",
             "no:cacheprovider", f"--junitxml={xml}", "tests"), BUDGET_S["pytest-cuda"], 1,
-            reads=("junit", str(xml)), cwd=root),
+            reads=("junit", str(xml)), cwd=root, env=tree_env()),
         gpu_steps.Step("fuzz-inductor", "refimpl fuzz --target inductor (layout, partition)", (
             *fuzz, "--target", "inductor", "--component", "layout,partition", "--jobs", "2",
             "--out", str(work / "fuzz-inductor")), BUDGET_S["fuzz-inductor"], 2,
-            reads=("fuzz", str(work / "fuzz-inductor" / "report.json")), cwd=root),
+            reads=("fuzz", str(work / "fuzz-inductor" / "report.json")), cwd=root,
+            env=tree_env()),
         gpu_steps.Step("fuzz-refimpl", "refimpl fuzz --target refimpl (every component)", (
             *fuzz, "--target", "refimpl", "--jobs", "6", "--out", str(work / "fuzz-refimpl")),
             BUDGET_S["fuzz-refimpl"], 2,
-            reads=("fuzz", str(work / "fuzz-refimpl" / "report.json")), cwd=root),
+            reads=("fuzz", str(work / "fuzz-refimpl" / "report.json")), cwd=root,
+            env=tree_env()),
     ]
 
 
@@ -168,13 +176,17 @@ def describe(step: gpu_steps.Step, status: int, timed_out: bool) -> dict:
 
 
 def archive_logs(work: Path, out: Path) -> None:
-    """``OUT/logs.tar.gz``: every log, JUnit XML and report of WORK (small files only)."""
+    """``OUT/logs.tar.gz``: every log, JUnit XML and report of WORK (small files only; the
+    steps still running may change a file while it is read, which is then left out)."""
     partial = out / "logs.tar.gz.partial"
     with tarfile.open(partial, "w:gz") as archive:
         for path in sorted(work.rglob("*")):
             keep = path.suffix in (".log", ".xml", ".json", ".md", ".py", ".txt")
-            if path.is_file() and keep and path.stat().st_size <= LOG_FILE_LIMIT:
-                archive.add(path, arcname=str(path.relative_to(work)))
+            try:
+                if path.is_file() and keep and path.stat().st_size <= LOG_FILE_LIMIT:
+                    archive.add(path, arcname=str(path.relative_to(work)))
+            except OSError:
+                continue  # a running step removed or rewrote it: the next archive has it
     os.replace(partial, out / "logs.tar.gz")
 
 
@@ -203,7 +215,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=Path, default=DEFAULT_SEEDS)
     parser.add_argument("--bundle", type=Path, help="install its wheels offline first")
     parser.add_argument("--work", type=Path, help="logs, XML, fuzz output (default: a temp dir)")
-    parser.add_argument("--examples", type=int, default=10)
+    parser.add_argument("--examples", type=int, default=5, help="per fuzz property")
     parser.add_argument("--jobs", type=int, default=4, help="pytest -m cuda's workers")
     parser.add_argument("--write-docs", type=Path, metavar="DIR",
                         help="write docs/gpu.md from DIR's results, and stop")
@@ -289,8 +301,6 @@ def main(argv: list[str] | None = None) -> int:
 def run_all(args: argparse.Namespace) -> int:
     out, work = start(args)
     steps = plan(args, work)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
-                                                             os.environ.get("PYTHONPATH")]))
     try:
         if args.bundle is not None:
             installed = run([install_step(args.bundle.resolve())], out, work)["install"]

@@ -2,7 +2,8 @@
 
 A :class:`Step` is a child command with a wall-time budget and a phase. The phases run in
 order; the steps of one phase run side by side, each in a process group of its own, its
-output in ``WORK/<name>.log``. A step still running at its budget is sent SIGINT (pytest then
+output in ``WORK/<name>.log`` (a group, not a session: whatever ends this process's session
+ends the steps too). A step still running at its budget is sent SIGINT (pytest then
 writes its JUnit XML, ``refimpl fuzz`` its report), and SIGKILL ``grace`` seconds later; it
 is recorded as timed out, with what it wrote.
 
@@ -128,7 +129,7 @@ def _start(step: Step, work: Path) -> _Running:
     with log.open("w") as sink:  # the child holds its own descriptor
         process = subprocess.Popen(step.command, stdout=sink, stderr=subprocess.STDOUT,
                                    env={**os.environ, **step.env}, cwd=step.cwd,
-                                   start_new_session=True)
+                                   process_group=0)
     return _Running(step, process, time.monotonic(), log)
 
 
