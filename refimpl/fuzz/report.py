@@ -1,5 +1,11 @@
 """What a campaign leaves behind: the summary table, report.json and one reproducer per failure.
 
+The summary reads in :data:`TABLE_WIDTH` columns: first the failures grouped by cause
+(:mod:`refimpl.fuzz.triage`), each with one reproducer relative to ``--out``; then one row per
+property, its name shortened from the left where it is too long (:func:`fit_names`: the end
+tells a property from its neighbours; two names never shorten to one), and its note on up to
+:data:`NOTE_LINES` lines, cut only between words (:func:`wrap_words`).
+
 Reach: the share of a property's examples whose ``reach`` event (:mod:`refimpl.properties.reach`)
 said "reached". A target property that ran examples and recorded no reach event at all is a
 harness defect (it cannot say whether it tested anything) and is flagged as one.
