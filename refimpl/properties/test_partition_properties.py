@@ -58,7 +58,8 @@ from refimpl.oracle import component
 from refimpl.properties.reach import reach
 from refimpl.strategies.programs import (
     KINDS,
-    RANDOM_KINDS,
+    REGION_KINDS,
+    WIDENED,
     ProgramSpec,
     back_to_back_regions,
     programs,
@@ -77,8 +78,7 @@ TORCH_SOLVERS = ("greedy", "ilp")
 KNAPSACK_PROGRAMS = programs(kinds=tuple(k for k in KINDS if k != "attention"))
 #: budgets that leave the knapsack room for an item more often than not
 KNAPSACK_BUDGETS = st.sampled_from([0.5, 0.7, 0.8, 0.9])
-REGION_PROGRAMS = programs(kinds=tuple(k for k in KINDS if k not in RANDOM_KINDS),
-                           user_regions=1.0)
+REGION_PROGRAMS = programs(kinds=REGION_KINDS, user_regions=1.0)
 
 
 def reproducer(spec: ProgramSpec, **extra) -> str:
@@ -126,7 +126,7 @@ def check_within_budget_and_exact(backend, spec: ProgramSpec, budget: float) -> 
     assert_same_results(out, grads, ref_out, ref_grads, why, name)
 
 
-@given(spec=programs(), budget=BUDGETS)
+@given(spec=programs(**WIDENED), budget=BUDGETS)
 def test_partition_within_budget_and_exact(refimpl_backend, spec, budget):
     check_within_budget_and_exact(refimpl_backend, spec, budget)
 

@@ -17,6 +17,9 @@ attention   ``scaled_dot_product_attention(v, v, v)`` over the batch rows
 dropout     ``dropout(v, p)`` (random)
 rand        ``v * rand_like(v)`` (random)
 inplace     ``v.clone().mul_(c)`` / ``.add_(c)`` / ``.relu_()`` (an in-place op on a fresh value)
+effect      ``aten._print`` (an ordered side effect: AOTAutograd threads a token through it,
+            ``with_effects``; no plan may run it twice), then ``v.cos()``; only with
+            ``programs(effects=p)``
 ==========  ==========================================================================
 
 How a program is drawn (so that the memory budget binds and the plan is a real choice):
@@ -33,6 +36,11 @@ view       ``nonlinear(view(e))``: the backward reads a view of a saved storage
 random     ``nonlinear(dropout(e))`` or ``rand``: a value that must be saved, never recomputed
 single     one step of any kind (the table above), reading any earlier value
 =========  ====================================================================================
+
+With ``programs(input_views=p)`` a program, with probability ``p``, ends with a nonlinear op of
+a view of the input (``x.t().t()``, a reshape round trip, or ``x[:, a:a + k]``): the backward
+reads a view of a graph input, which costs no activation bytes. With ``programs(effects=p)``
+it holds, with probability ``p``, one ``effect`` step reading any value.
 
 ``src`` is the input ``x`` half the time (shared inputs), else an earlier value. Every value
 no later step reads is an output, so nothing is dead. The program returns
@@ -67,8 +75,11 @@ from torch.utils.checkpoint import (
     create_selective_checkpoint_contexts,
 )
 
-__all__ = ["KINDS", "MOTIFS", "RANDOM_KINDS", "REGION_POLICIES", "ProgramSpec", "Region",
-           "Step", "programs"]
+from refimpl.strategies.features import Feature
+from refimpl.strategies.mutating import MUTATIONS, mutation_programs
+
+__all__ = ["FEATURES", "KINDS", "MOTIFS", "RANDOM_KINDS", "REGION_POLICIES", "ProgramSpec",
+           "Region", "Step", "programs"]
 
 KINDS = ("mm", "pointwise", "binary", "reduction", "summary", "view", "conv", "attention",
          "dropout", "rand", "inplace")
@@ -80,8 +91,10 @@ POINTWISE = {"cos": torch.cos, "sin": torch.sin, "tanh": torch.tanh,
 #: pointwise ops whose backward reads their input (relu's reads its output's sign only).
 NONLINEAR = ("cos", "sin", "tanh", "sigmoid")
 REGION_POLICIES = ("plain", "save_mm", "nested")
+#: the side-effect step (module docstring): drawn only with ``programs(effects=p)``
+EFFECT = "effect"
 #: step kinds a region never holds (module docstring).
-OUTSIDE_REGIONS = ("dropout", "rand", "inplace")
+OUTSIDE_REGIONS = ("dropout", "rand", "inplace", EFFECT)
 
 
 @dataclass(frozen=True)
@@ -241,12 +254,15 @@ def _apply(step: Step, vs: list[torch.Tensor], weight: torch.Tensor | None) -> t
             return F.dropout(v, step.constant, training=True)
         case "rand":
             return v * torch.rand_like(v)
+        case "effect":
+            torch.ops.aten._print.default("refimpl.strategies.programs: effect step")
+            return v.cos()
         case "inplace":
             fresh = v.clone()
             if step.variant == "relu_":
                 return fresh.relu_()
             return getattr(fresh, step.variant)(step.constant)
-    raise ValueError(f"step.kind={step.kind!r} is not one of {', '.join(KINDS)}")
+    raise ValueError(f"step.kind={step.kind!r} is not one of {', '.join(KINDS)}, {EFFECT}")
 
 
 VARIANTS = {"pointwise": sorted(POINTWISE), "reduction": ["sum", "amax"],
@@ -418,17 +434,22 @@ def back_to_back_regions(draw) -> ProgramSpec:
 @st.composite
 def programs(draw, max_steps: int = 8, max_width: int = 12,
              kinds: tuple[str, ...] = KINDS, require_random: bool = False,
-             user_regions: float = 0.0) -> ProgramSpec:
+             user_regions: float = 0.0, input_views: float = 0.0,
+             effects: float = 0.0) -> ProgramSpec:
     """Random differentiable programs (module docstring): motifs until ``max_steps`` steps
     (at least one step); ``kinds`` limits the step kinds; ``require_random`` ends a program
     without a random op with the random motif (up to three steps past ``max_steps``);
-    ``user_regions`` is the probability of drawing checkpoint regions (:class:`Region`)."""
+    ``user_regions``, ``input_views`` and ``effects`` are the probabilities of drawing
+    checkpoint regions (:class:`Region`), a nonlinear op of a view of the input, and an
+    effect step (each up to two steps past ``max_steps``)."""
     unknown = set(kinds) - set(KINDS)
     if unknown or not kinds or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"kinds={kinds!r}, max_steps={max_steps!r}: kinds must each be one "
                          f"of {', '.join(KINDS)} and max_steps an int >= 1")
-    if not 0.0 <= user_regions <= 1.0:
-        raise ValueError(f"user_regions={user_regions!r}: a probability in [0, 1]")
+    for name, p in (("user_regions", user_regions), ("input_views", input_views),
+                    ("effects", effects)):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"{name}={p!r}: a probability in [0, 1]")
     n, width = draw(st.integers(1, 6)), draw(st.integers(1, max_width))
     b = _Builder(width, max_width, tuple(kinds))
     for _ in range(draw(st.integers(2, 4))):
@@ -443,9 +464,71 @@ def programs(draw, max_steps: int = 8, max_width: int = 12,
         if not set(RANDOM_KINDS) & set(kinds):
             raise ValueError(f"require_random=True needs one of {RANDOM_KINDS} in kinds")
         _motif(draw, b, "random")
+    if _chance(draw, input_views):
+        b.nonlinear(draw, b.add(draw(_input_view(b.widths[0]))))
+    if _chance(draw, effects):
+        i = draw(st.integers(0, len(b.steps)))
+        b.add(Step(EFFECT, "print", (i,), b.widths[i]))
     extra = draw(st.lists(st.integers(1, len(b.steps)), max_size=1))
     outputs = tuple(sorted(_sinks(b.steps) | set(extra)))
-    with_regions = user_regions > 0 and (user_regions == 1.0 or draw(
-        st.floats(0.0, 1.0, exclude_max=True)) < user_regions)
-    regions = _regions(draw, b.steps) if with_regions else ()
+    regions = _regions(draw, b.steps) if _chance(draw, user_regions) else ()
     return ProgramSpec(n, width, tuple(b.steps), outputs, regions)
+
+
+def _chance(draw, p: float) -> bool:
+    """True with probability ``p`` (no draw at 0 or 1, so ``p = 0`` leaves programs as they
+    were)."""
+    return p > 0 and (p == 1.0 or draw(st.floats(0.0, 1.0, exclude_max=True)) < p)
+
+
+@st.composite
+def _input_view(draw, width: int) -> Step:
+    """A view of the input ``x`` (value 0): transpose or reshape round trip, or a slice."""
+    variant = draw(st.sampled_from(["transpose", "reshape", "slice"]))
+    if variant != "slice":
+        return Step("view", variant, (0,), width)
+    k = draw(st.integers(1, width))
+    return Step("summary", "slice", (0,), k, offset=draw(st.integers(0, width - k)))
+
+
+#: the rates of the widened draws that ``test_partition_within_budget_and_exact`` uses
+WIDENED = {"input_views": 0.4, "effects": 0.4}
+#: the non-random kinds that the user-regions property draws from
+REGION_KINDS = tuple(k for k in KINDS if k not in RANDOM_KINDS)
+
+
+def _reads_an_input_view(spec: ProgramSpec) -> bool:
+    return any(s.reads == (0,) and (s.kind == "view" or (s.kind, s.variant) == (
+        "summary", "slice")) for s in spec.steps)
+
+
+def _features() -> tuple[Feature, ...]:
+    within = "test_partition_properties.py::test_partition_within_budget_and_exact"
+    widened = lambda: programs(**WIDENED)
+    return (
+        Feature("partition", "input_mutation", "an in-place write to a graph input before "
+                "a value of it the backward reads", mutation_programs,
+                lambda spec: spec.mutate in MUTATIONS,
+                "test_partition_mutation.py::test_partition_input_mutation_as_eager"),
+        Feature("partition", "checkpoint_regions", "user checkpoint regions (plain, "
+                "selective, nested)", lambda: programs(kinds=REGION_KINDS, user_regions=1.0),
+                lambda spec: bool(spec.regions),
+                "test_partition_properties.py::test_partition_honours_user_checkpoint_regions"),
+        Feature("partition", "rng", "random ops (dropout, rand_like): never recomputed",
+                lambda: programs(require_random=True), lambda spec: spec.has_random,
+                "test_partition_properties.py::test_partition_keeps_random_draws"),
+        Feature("partition", "effectful_ops", "an ordered side effect (aten._print, a "
+                "with_effects token)", widened,
+                lambda spec: any(s.kind == EFFECT for s in spec.steps), within),
+        Feature("partition", "input_views", "the backward reads a view of a graph input",
+                widened, _reads_an_input_view, within),
+        Feature("partition", "several_outputs", "two or more of the program's values are "
+                "outputs (summed into the returned scalar)", widened,
+                lambda spec: len(spec.outputs) >= 2, within),
+        Feature("partition", "varied_shapes", "values of three or more widths in one program "
+                "(matmul widths, width-1 summaries, broadcasts)", widened,
+                lambda spec: len(set(spec.widths())) >= 3, within),
+    )
+
+
+FEATURES = _features()
