@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from refimpl.cli import main
-from refimpl.flops.cli import torchvision_advice
+from refimpl.flops.models import torchvision_advice
 
 
 def make_mlp():
@@ -30,10 +30,25 @@ def test_resnet18_default_is_the_forward_with_units(capsys):
     assert "total MACs: 1814073344 (1.81 GMACs)" in out
 
 
-def test_resnet18_backward_adds_twice_the_forward(capsys):
+#: resnet18's first convolution, 3 -> 64 channels, 7x7, on a 112x112 output: the FLOPs of
+#: the gradient of its input (2 per multiply-accumulate), which a training step never computes.
+CONV1_INPUT_GRAD = 2 * 64 * 3 * 7 * 7 * 112 * 112
+
+
+def test_resnet18_backward_counts_a_training_step(capsys):
+    """--backward differentiates the parameters only: the forward's 3x less the image's
+    gradient through conv1 (the seed's 10884440064 makes the input require grad)."""
     assert main(["flops", "resnet18", "--backward"]) == 0
     out = capsys.readouterr().out
-    assert "forward + backward" in out and "total FLOPs: 10884440064 " in out
+    assert "forward + backward (parameter gradients)" in out
+    assert f"total FLOPs: {10884440064 - CONV1_INPUT_GRAD} " in out
+
+
+def test_resnet18_input_grad_adds_the_images_gradient(capsys):
+    assert main(["flops", "resnet18", "--backward", "--input-grad"]) == 0
+    out = capsys.readouterr().out
+    assert "forward + backward (parameter and input gradients)" in out
+    assert "total FLOPs: 10884440064 " in out
 
 
 def test_users_factory_with_input_shape(capsys):
@@ -64,11 +79,13 @@ def test_users_factory_in_float64_prints_units(capsys):
     (["flops", "tests.test_flops_cli:make_mlp"], "--input-shape: required"),
     (["flops", "tests.test_flops_cli:make_mlp", "--input-shape", "4,x"], "'x' is not an int"),
     (["flops", "tests.test_flops_cli:make_mlp", "--input-shape", "4,0"], "'0' is not an int"),
-    (["flops", "mlp", "--input-shape", "4,64"], "only for pkg.module:factory"),
+    (["flops", "mlp", "--input-shape", "4,64"], "only for module:factory"),
     (["flops", "tests.test_flops_cli:make_mlp", "--input-shape", "4,32", "--dtype", "int8"],
      "--dtype='int8'"),
-    (["flops", "tests.test_flops_cli:missing", "--input-shape", "4,32"], "cannot load"),
-    (["flops", "no_such_pkg.mod:make", "--input-shape", "4,32"], "cannot load"),
+    (["flops", "tests.test_flops_cli:missing", "--input-shape", "4,32"],
+     "cannot load it (AttributeError: module 'tests.test_flops_cli' has no attribute"),
+    (["flops", "no_such_pkg.mod:make", "--input-shape", "4,32"],
+     "cannot load it (ModuleNotFoundError: No module named 'no_such_pkg')"),
     (["flops", "tests.test_flops_cli:NOT_A_MODULE", "--input-shape", "4"], "nn.Module"),
     (["flops", "mlp", "--device", "nonsense"], "--device='nonsense'"),
 ])
@@ -103,7 +120,7 @@ def test_transformer_counts_attention(capsys):
 
 
 @pytest.mark.parametrize("argv,match", [
-    (["flops", "vgg"], "resnet18, transformer, mlp, torchvision:NAME, hf:NAME, pkg.module:factory"),
+    (["flops", "vgg"], "resnet18, transformer, mlp, torchvision:NAME, hf:NAME, module:factory"),
     (["flops", "mlp", "--batch-size", "0"], "--batch-size"),
     (["flops", "mlp", "--depth", "-1"], "--depth"),
 ])
@@ -142,9 +159,11 @@ def test_csv_export_to_file(tmp_path, capsys):
     assert capsys.readouterr().out == ""
     rows = list(csv.DictReader(path.open()))
     assert rows[0]["kind"] == "module" and rows[0]["name"] == "Sequential"
-    assert int(rows[0]["flops"]) == 3 * 4 * 2 * 64 * 64  # forward + backward (2x)
+    # forward + backward (2x), less the first layer's input gradient (a training step)
+    training_step = 3 * 4 * 2 * 64 * 64 - 2 * 64 * 64
+    assert int(rows[0]["flops"]) == training_step
     ops = {r["name"]: int(r["flops"]) for r in rows if r["kind"] == "op"}
-    assert sum(ops.values()) == 3 * 4 * 2 * 64 * 64 and "aten.addmm" in ops
+    assert sum(ops.values()) == training_step and "aten.addmm" in ops
 
 
 def test_uncounted_ops_are_listed(monkeypatch, capsys):
@@ -152,7 +171,7 @@ def test_uncounted_ops_are_listed(monkeypatch, capsys):
 
     import torch
 
-    from refimpl.flops.cli import SAMPLE_SHAPES
+    from refimpl.flops.models import SAMPLE_SHAPES
     from refimpl.models import MODELS
 
     class Fft(torch.nn.Module):
@@ -204,3 +223,68 @@ def test_more_bad_arguments_exit_2(argv, match, capsys):
         pytest.importorskip("transformers")
     assert main(argv) == 2
     assert match in capsys.readouterr().err
+
+
+# --- the user's own model, from the current folder; the table's alignment -----------------
+
+CONV_MODELS = """
+from torch import nn
+
+
+def factory():
+    return nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 30 * 30, 10))
+"""
+
+
+def test_a_factory_in_the_current_folder_is_found(tmp_path, monkeypatch, capsys):
+    """`refimpl flops mymodels:factory` where mymodels.py is, as `refimpl fuzz --target`."""
+    (tmp_path / "mymodels.py").write_text(CONV_MODELS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "mymodels", raising=False)
+    argv = ["flops", "mymodels:factory", "--input-shape", "1,3,32,32", "--backward",
+            "--format", "json"]
+    assert main(argv) == 0, capsys.readouterr().err
+    data = json.loads(capsys.readouterr().out)
+    ops = {row["op"]: row["flops"] for row in data["ops"]}
+    # 8 output channels x 3 inputs x 3x3 kernel x 30x30 positions, 2 FLOPs per MAC
+    conv = 2 * 8 * 3 * 3 * 3 * 30 * 30
+    assert ops["aten.convolution"] == conv == 388_800
+    assert ops["aten.convolution_backward"] == conv  # the weight's gradient only
+    assert data["gradients"] == ["parameters"]
+
+
+def test_input_grad_adds_the_inputs_gradient(tmp_path, monkeypatch, capsys):
+    (tmp_path / "mymodels.py").write_text(CONV_MODELS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "mymodels", raising=False)
+    argv = ["flops", "mymodels:factory", "--input-shape", "1,3,32,32", "--backward",
+            "--input-grad", "--format", "json"]
+    assert main(argv) == 0, capsys.readouterr().err
+    data = json.loads(capsys.readouterr().out)
+    ops = {row["op"]: row["flops"] for row in data["ops"]}
+    assert ops["aten.convolution_backward"] == 2 * 388_800  # the weight's and the input's
+    assert data["gradients"] == ["parameters", "input"]
+
+
+def test_the_op_table_fits_its_longest_op_name(tmp_path, monkeypatch, capsys):
+    """Op names longer than every module name: each FLOPs column still ends in one place."""
+    (tmp_path / "mymodels.py").write_text(CONV_MODELS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "mymodels", raising=False)
+    argv = ["flops", "mymodels:factory", "--input-shape", "1,3,32,32", "--backward",
+            "--depth", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    op_table = out.split("\n\n")[2].splitlines()
+    assert op_table[0].split() == ["Op", "FLOPs"]
+    assert len({len(line) for line in op_table}) == 1, op_table
+    assert any(len(line.split()[0]) > len("Sequential") for line in op_table[1:])
+
+
+def test_backward_help_says_which_gradients(capsys):
+    with pytest.raises(SystemExit):
+        main(["flops", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "the gradients of the parameters only" in help_text
+    assert "--input-grad" in help_text and "count the input's gradient too" in help_text

@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent / "refimpl"
 
 #: The layers, lowest first. A unit may import only units of strictly lower layers.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # leaves: the activation meter, output-path checks, the model zoo
-    ("memory", "outputs", "models"),
+    # leaves: the activation meter, output-path checks, the model zoo, the user's code loader
+    ("memory", "outputs", "models", "user_code"),
     # four of the five systems (flops' command line reads the model zoo and output checks)
     ("cse", "flops", "layout", "checkpointing"),
     # the partitioner: its cost model counts FLOPs, it runs CSE and the layout pass

@@ -17,6 +17,7 @@ from torch import fx, nn
 from refimpl.oracle.accepts import AcceptsError, accepted_kinds, declared, filtered
 from refimpl.oracle.blame import blamed
 from refimpl.oracle.registry import BUILTIN_TARGETS
+from refimpl.user_code import import_attribute, split_spec
 
 #: component name -> the Backend method that provides it.
 COMPONENTS: dict[str, str] = {
@@ -120,13 +121,14 @@ def load_backend(target: str | None = None) -> Any:
 def _user_target(target: str) -> Any:
     """The backend a ``package.module:attribute`` target names (an object, class or
     factory), with a string ``name``."""
-    module_name, sep, attribute = target.partition(":")
-    if not sep or not module_name or not attribute:
+    try:
+        split_spec(target)
+    except ValueError:
         raise BackendError(
             f"target {target!r}: expected one of {', '.join(builtin_target_names())} "
-            "or 'package.module:attribute'")
+            "or 'package.module:attribute'") from None
     try:
-        obj = getattr(importlib.import_module(module_name), attribute)
+        obj = import_attribute(target)
     except Exception as exc:  # whatever its import raises, the target cannot be loaded
         raise BackendError(f"target {target!r} cannot be loaded: "
                            f"{type(exc).__name__}: {exc}") from exc
