@@ -165,10 +165,12 @@ def describe(step: gpu_steps.Step, status: int, timed_out: bool) -> dict:
     """A step's counts, read from what it wrote, with the machine it ran on."""
     kind, path = step.reads
     if kind == "seeds":
-        per_file = {module.name: gpu_counts.junit(Path(path) / "xml" / f"{module.stem}.xml")
-                    for module in sorted((Path(path) / "modules").glob("test_*.py"))}
+        xml = Path(path) / "xml"
+        modules = sorted((Path(path) / "modules").glob("test_*.py"))
+        per_file = {m.name: gpu_counts.junit(xml / f"{m.stem}.xml") for m in modules}
+        reached = {m.name: gpu_counts.reached(xml / f"{m.stem}.reached.json") for m in modules}
         read = gpu_counts.total(list(per_file.values())) or {"counts": None, "failures": []}
-        return {**machine(), **read, "per_file": per_file}
+        return {**machine(), **read, "per_file": per_file, "reached": reached}
     if kind == "none":
         return {**machine(), "counts": None, "failures": [], "summary": "exit status only"}
     read = {"junit": gpu_counts.junit, "fuzz": gpu_counts.fuzz}[kind](Path(path))

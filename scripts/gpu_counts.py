@@ -2,7 +2,9 @@
 
 Two sources: pytest's JUnit XML (``pytest -m cuda``, each upstream module) and ``refimpl
 fuzz``'s ``report.json``. Each is read into ``{"passed", "failed", "errors", "skipped"}``
-counts, the failures with the first line of their message, and (fuzz) each property's reach.
+counts (as pytest's summary counts them: a test that fails, then errors in its teardown,
+counts once in each), the failures with the first line of their message, and (fuzz) each
+property's reach; an upstream module's run also leaves how often each swap was reached.
 Invariant: a count is read from what the step wrote, never inferred from its exit status; a
 file that was not written reads as None ("no result"), never as zero tests.
 """
@@ -77,6 +79,12 @@ def fuzz(path: Path) -> dict | None:
     examples = sum(int(row.get("examples") or 0) for row in rows)
     return {"counts": tally, "failures": failures[:MAX_FAILURES], "reach": reach,
             "examples": examples}
+
+
+def reached(path: Path) -> dict[str, int] | None:
+    """{swap: times reached} that scripts/upstream_tests.py wrote for a module; None when it
+    was not written (the module's run did not end)."""
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def line(counts: dict | None) -> str:

@@ -46,20 +46,28 @@ def step_table(results: dict[str, dict]) -> list[str]:
     return lines
 
 
+def _reached(swaps: dict[str, int] | None) -> str:
+    if swaps is None:
+        return "not written"
+    return ", ".join(f"{name} {times}" for name, times in swaps.items() if times) or "none"
+
+
 def seed_table(results: dict[str, dict]) -> list[str]:
-    """Each upstream module: its counts on torch's implementation and with refimpl's."""
+    """Each upstream module: its counts on torch's implementation and with refimpl's, and
+    which of refimpl's swaps its tests reached (none: the refimpl column proves nothing)."""
     columns = [results.get(name, {}).get("per_file", {}) for name in SEED_COLUMNS]
     modules = sorted(set(columns[0]) | set(columns[1]))
     if not modules:
         return ["The seed files were not run."]
-    lines = ["| upstream module | torch's implementation | refimpl swapped in |",
-             "| --- | --- | --- |"]
+    swaps = results.get("seeds-refimpl", {}).get("reached", {})
+    lines = ["| upstream module | torch's implementation | refimpl swapped in | swaps reached |",
+             "| --- | --- | --- | --- |"]
     for module in modules:
         cells = [_cell(line((column.get(module) or {}).get("counts"))) for column in columns]
-        lines.append(f"| {module} | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {module} | {cells[0]} | {cells[1]} | {_reached(swaps.get(module))} |")
     totals = [_cell(line(results[name].get("counts"))) if name in results else "not run"
               for name in SEED_COLUMNS]
-    lines.append(f"| all | {totals[0]} | {totals[1]} |")
+    lines.append(f"| all | {totals[0]} | {totals[1]} | |")
     return lines
 
 

@@ -14,7 +14,8 @@ pytest on each module of DIR in a process of its own (``--jobs`` of them side by
 PyTorch's CI does (a module may leave global state behind: test_ac.py's ``setUp`` makes CUDA
 the default device and never restores it), with this file loaded as a plugin which, before
 the module is imported, swaps in refimpl for what it exercises (``--xml-dir``: a JUnit XML
-per module there). ``--implementation torch`` swaps nothing: the same modules on torch's own
+per module there, and beside it ``<module>.reached.json``, how often each swap was reached).
+``--implementation torch`` swaps nothing: the same modules on torch's own
 implementation, the column refimpl's is compared with.
 
 =============================================  ============================================
@@ -31,11 +32,12 @@ dynamo backend ``aot_eager_decomp_partition``  ``"refimpl"``: refimpl's partitio
                                                counts its constructions)
 =============================================  ============================================
 
-Invariant: a test passes only on refimpl's answer. The summary ends with how often each swap
-was reached, so a swap no test reached shows as 0, never as covered. ``torch.compile`` keeps
-every argument but the backend; an inductor ``mode`` or ``options`` has no meaning for
-refimpl's backend and makes the call fail (never silently dropped). Run DIR outside this
-checkout (pytest would otherwise read this repository's pytest settings).
+Invariant: with refimpl swapped in, a test passes only on refimpl's answer. The summary
+ends with how often each swap was reached, so a swap no test reached shows as 0, never as
+covered. ``torch.compile`` keeps every argument but the backend; an inductor ``mode`` or
+``options`` has no meaning for refimpl's backend and makes the call fail (never silently
+dropped). Run DIR outside this checkout (pytest would otherwise read this repository's
+pytest settings).
 
 One compatibility shim, not a swap: test modules of older releases import ``HAS_CUDA`` from
 ``torch.testing._internal.inductor_utils``, which newer releases renamed; it is set to
@@ -45,6 +47,7 @@ One compatibility shim, not a swap: test modules of older releases import ``HAS_
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -64,6 +67,8 @@ SWAPS = (*SWAPPED_BACKENDS, "memory_efficient_fusion", "fx_graph_cse", "checkpoi
 IMPLEMENTATIONS = ("refimpl", "torch")
 #: how the parent tells the plugin, in the child process, which implementation runs.
 IMPLEMENTATION_VARIABLE = "REFIMPL_UPSTREAM_IMPLEMENTATION"
+#: where the plugin writes {swap: times reached} as JSON when the module's run ends.
+REACHED_VARIABLE = "REFIMPL_UPSTREAM_REACHED"
 #: a seed file: a header line naming the upstream module, then the module in one fenced block.
 SEED = re.compile(r"\A# `(?P<path>[^`]+)`\s*\n\s*```[^\n]*\n(?P<code>.*)\n```\s*\Z", re.DOTALL)
 REACHED: Counter[str] = Counter()
@@ -162,6 +167,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         terminalreporter.write_line(f"{name:<28} reached {REACHED[name]} times")
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """{swap: times reached} written where the parent asked (nothing swapped: {})."""
+    if os.environ.get(REACHED_VARIABLE):
+        reached = {name: REACHED[name] for name in SWAPS} if _implementation() == "refimpl" \
+            else {}
+        Path(os.environ[REACHED_VARIABLE]).write_text(json.dumps(reached) + "\n")
+
+
 def extract_seeds(seeds: Path, into: Path) -> dict[str, Path]:
     """Each seed file ``NNN_*.txt`` of ``seeds`` written verbatim as its upstream module
     (``test_ac.py`` ...) into ``into``: {seed file name: module path}.
@@ -196,6 +209,8 @@ def run_module(module: Path, xml_dir: Path | None, pytest_args: list[str],
     """pytest on one module, in a child process with this plugin loaded."""
     env = {**os.environ, IMPLEMENTATION_VARIABLE: implementation, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")]))}
+    if xml_dir is not None:  # beside its JUnit XML: what each swap was reached by
+        env[REACHED_VARIABLE] = str(xml_dir / f"{module.stem}.reached.json")
     xml = [f"--junitxml={xml_dir / (module.stem + '.xml')}"] if xml_dir else []
     command = [sys.executable, "-m", "pytest", str(module), "-p", "upstream_tests", "-p",
                "no:cacheprovider", "-p", "no:refimpl", *xml, *pytest_args]

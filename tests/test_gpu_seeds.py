@@ -118,9 +118,14 @@ def test_the_seed_steps_run_both_columns_and_count_each_module(tmp_path: Path):
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == [
         "gpu-report.md", "logs.tar.gz", "seeds-refimpl.json", "seeds-torch.json"]
+    # test_refimpl_is_swapped_in constructs one FlopCounterMode; fx_graph_cse is not called
+    assert refimpl_column["reached"]["test_made_up.py"] == {
+        "aot_eager_decomp_partition": 0, "inductor": 0, "memory_efficient_fusion": 0,
+        "fx_graph_cse": 0, "checkpoint": 0, "FlopCounterMode": 1}
+    assert torch_column["reached"]["test_made_up.py"] == {}
     table = (out / "gpu-report.md").read_text()
     assert ("| test_made_up.py | 1 passed, 1 failed, 0 errors, 1 skipped | 2 passed, 0 failed, "
-            "0 errors, 1 skipped |") in table
+            "0 errors, 1 skipped | FlopCounterMode 1 |") in table
     with tarfile.open(out / "logs.tar.gz") as archive:
         names = archive.getnames()
     assert {"seeds-torch.log", "seeds-refimpl/xml/test_made_up.xml"} <= set(names)
@@ -146,7 +151,10 @@ def test_the_report_shows_every_step_the_seed_table_and_each_failure_with_its_no
         "seeds-refimpl": _result("seeds-refimpl", status=1, counts=_counts(41, failed=1),
                                  failures=[failure], per_file={
                                      "test_ac.py": {"counts": _counts(6, failed=1)},
-                                     "test_checkpoint.py": None}),
+                                     "test_checkpoint.py": None},
+                                 reached={"test_ac.py": {"inductor": 0, "checkpoint": 3,
+                                                         "FlopCounterMode": 2},
+                                          "test_checkpoint.py": None}),
         "fuzz-inductor": _result("fuzz-inductor", timed_out=True, reach={"test_layout": 0.6},
                                  counts={**_counts(3), "unfinished": 2}),
     }
@@ -156,8 +164,9 @@ def test_the_report_shows_every_step_the_seed_table_and_each_failure_with_its_no
     assert "| pytest-cuda | not run | | |" in text
     assert "| fuzz-inductor | 0 | 12 (170, cut at its budget) | 3 passed" in text
     assert ("| test_ac.py | 7 passed, 0 failed, 0 errors, 0 skipped | 6 passed, 1 failed, "
-            "0 errors, 0 skipped |") in text
-    assert "| test_checkpoint.py | no result written | no result written |" in text
+            "0 errors, 0 skipped | checkpoint 3, FlopCounterMode 2 |") in text
+    assert ("| test_checkpoint.py | no result written | no result written | not written |"
+            in text)
     assert ("| seeds-refimpl | MemoryBudgetTest::test_profile | failed | AssertionError: "
             "3 \\| 4 | finding 12 |") in text
     assert "- fuzz-inductor: test_layout 60%" in text
