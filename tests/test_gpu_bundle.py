@@ -103,3 +103,10 @@ def test_a_bundle_installs_offline_for_the_devices_python(tmp_path: Path):
     assert (target / "refimpl" / "__init__.py").is_file()
     assert (target / "refimpl" / "properties").is_dir()  # the suite `refimpl fuzz` runs
     assert {"hypothesis", "_pytest", "xdist", "expecttest"} <= {p.name for p in target.iterdir()}
+
+
+def test_the_bundle_refuses_a_seeds_folder_that_is_absent_before_touching_out(
+        tmp_path: Path, capsys):
+    assert gpu_bundle.main(["--out", str(tmp_path / "b"), "--seeds", str(tmp_path / "no")]) == 2
+    assert capsys.readouterr().err == f"gpu_bundle.py: --seeds {tmp_path / 'no'}: not a folder\n"
+    assert not (tmp_path / "b").exists()

@@ -142,3 +142,15 @@ def test_gpu_check_reads_junit_counts_and_the_first_line_of_each_failure(tmp_pat
     assert _script("gpu_counts").junit(tmp_path / "absent.xml") is None
     assert _script("gpu_counts").total([None, read, None])["counts"]["passed"] == 2
     assert _script("gpu_counts").total([None]) is None
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--implementation", "jax"], "--implementation jax: expected one of refimpl, torch"),
+    (["--jobs", "0"], "--jobs 0: expected a whole number >= 1"),
+    (["--xml-dir"], "--xml-dir needs a value"),
+])
+def test_upstream_tests_refuses_a_bad_option_in_one_line(tmp_path: Path, capsys, options,
+                                                         message):
+    folder = _upstream(tmp_path, test_a=SEES_NO_STATE)
+    assert _script("upstream_tests").main([str(folder), *options]) == 2
+    assert capsys.readouterr().err == f"upstream_tests.py: {message}\n"
