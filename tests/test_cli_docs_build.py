@@ -41,6 +41,11 @@ def test_docs_site_builds_strictly(tmp_path):
     assert not re.search(r":(func|class|mod|meth|attr|data|exc|obj):<code>", reference)
     assert "<code>refimpl.flops.free_ops</code>" in reference  # :mod:`refimpl.flops.free_ops`
     assert "<code>SolverTimeLimit</code>" in reference  # :class:`~...errors.SolverTimeLimit`
+    assert "PartitionPromise" in reference and "conv_configs" in reference
+    # the nightly workflow inlined from the repository, not linked (a link would be dead)
+    fuzzing = (tmp_path / "fuzzing" / "index.html").read_text()
+    assert "actions/upload-artifact@v4" in fuzzing and "../.github" not in fuzzing
+    assert (tmp_path / "errors" / "index.html").is_file()
 
 
 @pytest.mark.slow
