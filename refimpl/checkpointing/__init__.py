@@ -8,6 +8,7 @@ that drop what the forward saves and recompute it on first unpack.
 | --------- | ---- |
 | options   | ``CheckpointOptions`` (one frozen dataclass), ``CheckpointError`` |
 | replay    | RNG and autocast state captured in the forward, replayed in the recomputation |
+| versions  | the version check: what the recomputation reads is unchanged since the forward |
 | frame     | one checkpointed call: keep inputs, drop saves, recompute, determinism check |
 | debug     | op logs of forward and recomputation for determinism errors |
 | wrapper   | ``checkpoint(module, **options)`` and ``checkpoint.state(module)`` |
@@ -17,6 +18,7 @@ from refimpl.checkpointing.options import (
     AlreadyCheckpointedError,
     CheckpointError,
     CheckpointOptions,
+    ModifiedInPlaceError,
     NotAModuleError,
     OptionTypeError,
     UseReentrantError,
@@ -24,5 +26,5 @@ from refimpl.checkpointing.options import (
 from refimpl.checkpointing.wrapper import CheckpointState, checkpoint, checkpoint_state
 
 __all__ = ["AlreadyCheckpointedError", "CheckpointError", "CheckpointOptions",
-           "CheckpointState", "NotAModuleError", "OptionTypeError", "UseReentrantError",
-           "checkpoint", "checkpoint_state"]
+           "CheckpointState", "ModifiedInPlaceError", "NotAModuleError", "OptionTypeError",
+           "UseReentrantError", "checkpoint", "checkpoint_state"]

@@ -9,10 +9,11 @@ Algorithm
        empty :class:`_Holder`; the frame keeps a weak reference to it and the tensor's
        metadata (shape, dtype, device).
     3. Recompute (``unpack``). The first unpack in a backward (keyed by the graph task id)
-       unpacks the inputs, replays RNG and autocast state and reruns the module with
-       ``recompute_pack`` on top: the i-th tensor saved now is the i-th tensor saved in the
-       forward, and is put into the i-th holder if that holder is still alive. With early stop
-       the rerun ends as soon as every holder is served.
+       checks that nothing the forward read from outside was changed in place since
+       (:mod:`~refimpl.checkpointing.versions`), unpacks the inputs, replays RNG and autocast
+       state and reruns the module with ``recompute_pack`` on top: the i-th tensor saved now
+       is the i-th tensor saved in the forward, and is put into the i-th holder if that holder
+       is still alive. With early stop the rerun ends as soon as every holder is served.
     4. Check. The rerun must have saved as many tensors as the forward, with equal metadata
        (unless ``determinism_check="none"``); else a CheckpointError, with both op logs when
        ``debug=True``.
@@ -20,7 +21,8 @@ Algorithm
        backward is an error), so recomputed tensors live no longer than the backward needs.
 
 Invariant: between forward and backward the frame holds only the inputs (through outer
-hooks) and per-tensor metadata; the backward sees tensors equal to those the forward saved.
+hooks), per-tensor metadata and weak references with versions; the backward sees tensors
+equal to those the forward saved.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from refimpl.checkpointing import debug as debug_mode
 from refimpl.checkpointing import replay
 from refimpl.checkpointing.options import CheckpointError, CheckpointOptions
+from refimpl.checkpointing.versions import Reads
 
 
 class _StopRecomputation(Exception):
@@ -80,8 +83,9 @@ class Frame:
 
     def __init__(self, run: Callable[..., Any], args: tuple, kwargs: dict,
                  options: CheckpointOptions, recompute_ctx: Any,
-                 logs: debug_mode.OpLogs | None) -> None:
+                 logs: debug_mode.OpLogs | None, reads: Reads) -> None:
         self.run, self.options, self.recompute_ctx, self.logs = run, options, recompute_ctx, logs
+        self.reads = reads
         self.global_state = replay.capture((args, kwargs), options.preserve_rng_state)
         leaves, self.spec = tree_flatten((args, kwargs))
         self.tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
@@ -129,6 +133,7 @@ class Frame:
 
     def recompute(self, gid: int) -> None:
         """Rerun the call under the recomputation hooks; fill the live holders for ``gid``."""
+        self.reads.check()
         args, kwargs = self.inputs()
         recomputed_metadata: list[tuple[Any, ...] | None] = []
         pack = self._recompute_pack(gid, recomputed_metadata)
@@ -203,4 +208,5 @@ def forward_region(frame: Frame | None, forward_ctx: Any) -> Iterator[None]:
         if frame.logs is not None:
             stack.enter_context(debug_mode.OpLog(frame.logs.forward))
         yield
+    frame.reads.settle()
     replay.check_cuda_not_initialized_during(frame.global_state)

@@ -25,6 +25,13 @@ class CheckpointError(torch.utils.checkpoint.CheckpointError):
     """
 
 
+class ModifiedInPlaceError(RuntimeError):
+    """A tensor the checkpointed forward read (an input, a parameter, a buffer) was changed in
+    place before the backward recomputed from it. A RuntimeError, as eager autograd's error
+    for a saved tensor changed in place; not a CheckpointError (the recomputation is not at
+    fault)."""
+
+
 # The argument errors below subclass every class torch raises for the same input (torch
 # 2.13/2.14, ``torch.distributed._composable.checkpoint``), and the class refimpl raised before.
 

@@ -38,6 +38,7 @@ from refimpl.checkpointing.options import (
     NotAModuleError,
     OptionTypeError,
 )
+from refimpl.checkpointing.versions import Reads
 
 #: where a module keeps its checkpoint state (in ``module.__dict__``, not as a submodule).
 STATE_KEY = "_refimpl_checkpoint_state"
@@ -97,7 +98,7 @@ def _pre_forward(module: nn.Module, args: tuple, kwargs: dict) -> None:
     if torch.is_grad_enabled():
         logs = OpLogs() if state.options.debug else None
         frame = Frame(_recompute_runner(module, state), args, kwargs, state.options,
-                      recompute_ctx, logs)
+                      recompute_ctx, logs, Reads.of(module, args, kwargs))
     generator = _forward_generator(frame, forward_ctx)
     next(generator)
     state._ac_generator = generator

@@ -28,19 +28,21 @@ shared its address with a storage saved later, and the prediction counted the tw
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from refimpl.memory import measure_held
 from refimpl.strategies.modules import ModuleStack, candidate_paths
 
-__all__ = ["COMPOSABLE", "Call", "CheckpointPromise", "Prediction", "Step", "Wrapped",
+__all__ = ["COMPOSABLE", "Call", "CheckpointPromise", "ObservingMode", "Prediction", "Step",
+           "Wrapped", "ambient_context",
            "assert_same_step", "assert_saved_as_predicted", "expected_buffers",
            "in_backward", "loss", "predict_saved", "run_step", "wrap_forward", "wrapped"]
 
@@ -227,12 +229,60 @@ class Step:
     rng_after: torch.Tensor
 
 
-def run_step(model: nn.Module, x: torch.Tensor, autocast: bool = False) -> Step:
+class ObservingMode(TorchFunctionMode):
+    """A torch-function mode that counts the calls it sees and runs each unchanged (as a
+    profiler or a FLOP counter would)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None) -> Any:
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _copy(t: torch.Tensor) -> torch.Tensor:
+    return t.clone()
+
+
+_AMBIENT = {
+    "autocast": lambda: torch.autocast("cpu", dtype=torch.bfloat16),
+    "function_mode": ObservingMode,
+    "saved_hooks": lambda: torch.autograd.graph.saved_tensors_hooks(_copy, _copy),
+}
+
+
+@contextlib.contextmanager
+def ambient_context(ambient: tuple[str, ...]) -> Iterator[None]:
+    """What a forward runs under (``ModuleStack.ambient``), entered in the given order: CPU
+    autocast (bfloat16), an :class:`ObservingMode`, saved-tensor hooks that pack a copy (as
+    offloading does); none for ``()``."""
+    unknown = set(ambient) - _AMBIENT.keys()
+    if unknown:
+        raise ValueError(f"ambient={ambient!r}: {sorted(unknown)} not among {sorted(_AMBIENT)}")
+    with contextlib.ExitStack() as stack:
+        for name in ambient:
+            stack.enter_context(_AMBIENT[name]())
+        yield
+
+
+def _loss_under(ambient: tuple[str, ...]) -> Callable[[nn.Module, torch.Tensor], torch.Tensor]:
+    def run(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        with ambient_context(ambient):
+            return loss(model, x)
+
+    return run
+
+
+def run_step(model: nn.Module, x: torch.Tensor, autocast: bool = False,
+             ambient: tuple[str, ...] = ()) -> Step:
+    """One forward (under ``ambient``, see :func:`ambient_context`; ``autocast=True`` is
+    ``ambient=("autocast",)``) and backward, under manual seed 7."""
     x = x.detach().clone().requires_grad_()
     torch.manual_seed(7)  # the same dropout masks in every run
-    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-    with ctx:
-        report = measure_held(loss, model, x)
+    # inside the meter, whose own saved-tensor hooks would otherwise hide the ambient ones
+    report = measure_held(_loss_under(("autocast",) if autocast else ambient), model, x)
     report.outputs.backward()
     grads = [None if p.grad is None else p.grad.clone() for p in model.parameters()]
     return Step(report.bytes, grads, None if x.grad is None else x.grad.clone(),

@@ -5,7 +5,10 @@ Every expectation is independent of the checkpoint under test: the unwrapped mod
 :func:`refimpl.expect.checkpoint.predict_saved` read with the meter (saved bytes).
 
 * Gradients of parameters and input equal the unwrapped model's bit for bit (CPU), and the
-  caller's RNG stream after the step is the unwrapped run's.
+  caller's RNG stream after the step is the unwrapped run's; the forward runs under drawn
+  contexts (any of CPU autocast, an observing torch-function mode, outer saved-tensor hooks
+  that pack copies) and the checkpoint under a drawn selective policy (keep the matmuls'
+  outputs, where the backend's checkpoint takes a ``context_fn``).
 * The same under CPU autocast (bfloat16): the recomputation must replay autocast.
 * Saved bytes are exactly what the backend promises (its ``checkpoint_promise``, default the
   composable checkpoint's: the storages saved outside every checkpointed call plus the tensor
@@ -36,6 +39,7 @@ buffer property, a batchnorm's forward is re-run by a recomputation.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Callable
 
@@ -44,6 +48,7 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from torch import nn
+from torch.utils import checkpoint as tuc
 from torch.utils._pytree import tree_map
 
 from refimpl.expect.checkpoint import (
@@ -61,6 +66,7 @@ from refimpl.expect.checkpoint import (
     wrapped,
 )
 from refimpl.oracle import component
+from refimpl.oracle.targets.checkpoints import save_matmuls
 from refimpl.properties.reach import note, reach
 from refimpl.strategies.modules import (
     ModuleStack,
@@ -101,13 +107,31 @@ def _setup(backend, stack: ModuleStack, *, recomputes: bool = False
     return apply, promise, prediction
 
 
-@given(stack=module_stacks())
+def checkpoint_for(backend, stack: ModuleStack) -> Callable[[nn.Module], nn.Module]:
+    """The backend's checkpoint, with the stack's selective policy as its ``context_fn`` where
+    it has one (a backend whose checkpoint takes no options gets none, and a note says so)."""
+    apply = component(backend, "checkpoint")
+    if stack.policy == "none":
+        return apply
+    if not takes_options(backend):
+        note(f"selective policy not applied: {backend.name}'s checkpoint takes no options")
+        return apply
+    context_fn = functools.partial(tuc.create_selective_checkpoint_contexts, save_matmuls)
+    return lambda module: apply(module, context_fn=context_fn)
+
+
+@given(stack=module_stacks(contexts=True, featured=True))
 def test_gradients_and_rng_match_unwrapped(refimpl_backend, stack: ModuleStack) -> None:
-    apply, _, _ = _setup(refimpl_backend, stack)
+    """Under the drawn ambient (any of CPU autocast, a torch-function mode, outer saved-tensor
+    hooks) and selective policy, gradients and the RNG stream after the step
+    equal the unwrapped model's."""
+    _setup(refimpl_backend, stack)
+    apply = checkpoint_for(refimpl_backend, stack)
     x = stack.example_input()
-    plain = run_step(stack.build(), x)
-    got = run_step(wrapped(stack, apply).model, x)
-    what = f"{refimpl_backend.name} checkpoint on {stack.checkpointed}"
+    plain = run_step(stack.build(), x, ambient=stack.ambient)
+    got = run_step(wrapped(stack, apply).model, x, ambient=stack.ambient)
+    what = (f"{refimpl_backend.name} checkpoint on {stack.checkpointed} under "
+            f"{list(stack.ambient) or 'no context'}, policy {stack.policy}")
     assert_same_step(plain, got, what, stack)
     assert torch.equal(plain.rng_after, got.rng_after), \
         f"{what}: the caller's RNG stream after the step differs from the unwrapped run's"
@@ -197,11 +221,16 @@ def test_next_step_is_correct_after_injected_exceptions(refimpl_backend, stack: 
     assert not _hooks_left(), "saved-tensor hooks left on the stack after a step"
 
 
+def takes_options(backend) -> bool:
+    """Whether the backend's ``checkpoint`` takes keyword options (as torch's composable)."""
+    kinds = {p.kind for p in inspect.signature(backend.checkpoint).parameters.values()}
+    return inspect.Parameter.VAR_KEYWORD in kinds
+
+
 def with_options(backend, **options) -> Callable[[nn.Module], nn.Module]:
     """The backend's checkpoint with ``options`` bound; a skip if it takes no options."""
     apply = component(backend, "checkpoint")
-    kinds = {p.kind for p in inspect.signature(backend.checkpoint).parameters.values()}
-    if inspect.Parameter.VAR_KEYWORD not in kinds:
+    if not takes_options(backend):
         pytest.skip(f"backend {backend.name!r}: checkpoint(module) takes no options")
     return lambda module: apply(module, **options)
 

@@ -1,0 +1,115 @@
+"""Property: the backend's ``checkpoint(module)`` is as strict as eager when a tensor the
+model reads is changed in place between the forward and the backward.
+
+Eager autograd keeps what the backward needs and raises a RuntimeError ("modified by an
+inplace operation") when one of those tensors changed in place after the forward. A
+checkpoint keeps nothing inside its region and recomputes it in the backward from the
+parameters and inputs *as they are then*: unless it checks, it silently returns other
+gradients than eager. The expectation is eager itself, the unwrapped model run through the same
+steps: forward, ``with torch.no_grad(): tensor.add_(1)`` for each drawn tensor, backward.
+
+* Eager raises a RuntimeError: the backend raises a RuntimeError (or a subclass).
+* Eager does not raise and no changed tensor is read by a checkpointed call: the backend's
+  gradients (parameters and input) equal eager's bit for bit.
+* Eager does not raise, a changed tensor is read by a checkpointed call (eager did not keep it,
+  e.g. a bias): the backend raises a RuntimeError, or its gradients equal eager's bit for bit
+  (a checkpoint cannot always know the change did not matter; refusing is safe, a different
+  gradient is not).
+
+The tensors drawn (``module_stacks(changes=True)``): parameters of the model (by name) and
+the model's input, mostly one a checkpointed call reads; none in one example of five. What a
+checkpointed call reads is :func:`~refimpl.strategies.modules.checkpointed_reads`.
+
+Reach (each example): a tensor a checkpointed call reads was changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from hypothesis import assume, given
+from torch import nn
+
+from refimpl.expect.checkpoint import COMPOSABLE, loss, wrapped
+from refimpl.oracle import component
+from refimpl.properties.reach import note, reach
+from refimpl.strategies.modules import (
+    INPUT,
+    ModuleStack,
+    MultiInput,
+    checkpointed_reads,
+    module_stacks,
+)
+
+#: how much each drawn tensor is changed by (any change bumps its version)
+DELTA = 1.0
+
+
+@dataclass
+class Outcome:
+    """A step with tensors changed between forward and backward: the error it raised, or the
+    gradients of the parameters (by name) and of the input."""
+
+    error: RuntimeError | None
+    grads: dict[str, torch.Tensor | None]
+    input_grad: torch.Tensor | None
+
+
+def step_with_changes(model: nn.Module, params: dict[str, nn.Parameter], x: torch.Tensor,
+                      changed: tuple[str, ...]) -> Outcome:
+    """Forward, change each of ``changed`` (parameter names, or :data:`INPUT`) in place under
+    no_grad, backward; ``params``: the model's parameters by their unwrapped names."""
+    x = x.detach().clone().requires_grad_()
+    torch.manual_seed(7)  # the same dropout masks in every run
+    out = loss(model, x)
+    with torch.no_grad():
+        for name in changed:
+            (x if name == INPUT else params[name]).add_(DELTA)
+    try:
+        out.backward()
+    except RuntimeError as error:
+        return Outcome(error, {}, None)
+    grads = {n: None if p.grad is None else p.grad.clone() for n, p in params.items()}
+    return Outcome(None, grads, x.grad)
+
+
+def _same_gradients(want: Outcome, got: Outcome, what: str) -> None:
+    for name, a in want.grads.items():
+        b = got.grads[name]
+        assert (a is None) == (b is None), f"{what}: gradient of {name}: expected {a}, got {b}"
+        assert a is None or torch.equal(a, b), \
+            f"{what}: gradient of {name} differs from eager's: expected {a}, got {b}"
+    assert torch.equal(want.input_grad, got.input_grad), \
+        f"{what}: input gradient differs from eager's: expected {want.input_grad}, " \
+        f"got {got.input_grad}"
+
+
+@given(stack=module_stacks(changes=True))
+def test_changed_between_forward_and_backward_as_eager(refimpl_backend,
+                                                       stack: ModuleStack) -> None:
+    apply = component(refimpl_backend, "checkpoint")
+    promise = getattr(refimpl_backend, "checkpoint_promise", None) or COMPOSABLE
+    model = stack.build()
+    if not promise.nested_inputs:
+        assume(not any(isinstance(model.get_submodule(p), MultiInput)
+                       for p in stack.checkpointed))
+    touches_region = bool(checkpointed_reads(stack).intersection(stack.changed))
+    reach(touches_region)
+    x = stack.example_input()
+    want = step_with_changes(model, dict(model.named_parameters()), x, stack.changed)
+    target = wrapped(stack, apply)
+    got = step_with_changes(target.model, dict(target.originals[""].named_parameters()), x,
+                            stack.changed)
+    what = (f"{refimpl_backend.name} checkpoint on {stack.checkpointed}, changed in place "
+            f"between forward and backward: {list(stack.changed)}")
+    if want.error is not None:
+        assert got.error is not None, (
+            f"{what}: eager raises ({str(want.error)[:120]}...), the checkpoint does not: it "
+            "recomputed from the changed tensors")
+        return
+    if got.error is not None and touches_region:
+        note("refused a change eager tolerates")
+        return
+    assert got.error is None, f"{what}: eager gives gradients, the checkpoint raises {got.error}"
+    _same_gradients(want, got, what)
