@@ -24,7 +24,8 @@ ignored by git), which the device tool carries (``carry: [".gpu-bundle"]``) and
 The closure of the roots' requirements is read from the installed distributions' metadata,
 with markers evaluated for CPython 3.12 on Linux x86-64 (extras left out), stopping at the
 numeric stack the device image has (:data:`DEVICE_HAS`), which is neither carried nor walked.
-A bundle folder is replaced whole; a folder that is not a bundle is refused (exit 2).
+A bundle folder is replaced whole (a ``resume/`` folder in it too: move it aside first);
+a folder that is not a bundle is refused (exit 2).
 """
 
 from __future__ import annotations

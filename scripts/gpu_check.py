@@ -47,19 +47,24 @@ and the device run names ``--seeds BUNDLE/seeds``.
 The next session lent a GPU: here (network, CPU), then with the device tool:
 
 1. ``.venv/bin/python scripts/gpu_bundle.py`` (writes ``.gpu-bundle/``: wheels,
-   requirements.txt, seeds/; about a minute);
+   requirements.txt, seeds/; under a minute);
 2. the device tool's ``run`` with ``carry: [".gpu-bundle"]``, ``timeout_s: 560`` and the
    command ``PYTHONUNBUFFERED=1 python3 scripts/gpu_check.py --upstream --bundle .gpu-bundle
-   --seeds .gpu-bundle/seeds --out $OUT/gpu``. If a first run was cut short, copy what came
-   back to ``.gpu-bundle/resume/`` and add ``--resume .gpu-bundle/resume`` to the command;
-3. here: ``python scripts/gpu_check.py --write-docs <files_at>/gpu``, add notes on failures
-   to ``<files_at>/gpu/notes.json`` ({"<step>/<test>": "finding N" or "fixed by ..."}) and
-   write again; commit docs/gpu.md.
+   --seeds .gpu-bundle/seeds --out $OUT/gpu`` (the device's ``python3`` holds its CUDA
+   torch); then ``give_back``;
+3. here: ``cp -r <files_at>/gpu .gpu-bundle/resume`` (what came back is read-only), add
+   notes on failures in ``.gpu-bundle/resume/notes.json`` ({"<step>/<test>": "finding N in
+   docs/findings.md" or "fixed by ..."}), ``python scripts/gpu_check.py --write-docs
+   .gpu-bundle/resume``, and commit docs/gpu.md. If the run was cut short, the next session
+   lent a GPU repeats step 2 with ``--resume .gpu-bundle/resume`` added (the steps with a
+   result there are not run again) and step 3 on what comes back.
 
-Expected timeline of step 2: about 1 to 2 minutes starting the machine and copying the tree
-(not in the 8 minutes), the install under 40 s, phase 1 under 3 minutes, phase 2 under 3.5,
-the report: the reply under 10 minutes of the session's 15 of device time, leaving 5 for a
-resumed run if the machine was taken back.
+Expected timeline of step 2: 1 to 2 minutes starting the machine and copying the tree (not
+in the 8 minutes), the install under 40 s, phase 1 under 3 minutes, phase 2 under 3.5, the
+report: the reply within 10 of the session's 15 minutes of device time, 5 left over for a
+rerun in the same session if the machine was taken back. ``--examples`` (5 by default) is
+per fuzz property; a fuzz step cut at its budget reports the properties it did not finish
+as unfinished, never as passed.
 
 Refuses to run without a CUDA device (exit 2): on a CPU machine every step would skip or
 check nothing, and a report of that would read as a pass. Exit status: 0 when every step
