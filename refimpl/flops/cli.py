@@ -57,13 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-shape", metavar="N,C,H,W", default=None,
                         help="module:factory models: the shape of the one input tensor, batch "
                              "included (e.g. 1,3,224,224)")
-    parser.add_argument("--dtype", default="float32",
+    parser.add_argument("--dtype", default=None,
                         help=f"module:factory models: the input's dtype, one of: "
                              f"{', '.join(DTYPES)} (default float32)")
     parser.add_argument("--device", default="cpu",
                         help="where the model and input live (default cpu; e.g. cuda)")
-    parser.add_argument("--batch-size", type=int, default=1,
-                        help="samples per batch (default 1; resnet18 input 1x3x224x224)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="samples per batch for refimpl's, torchvision: and hf: models "
+                             "(default 1; resnet18 input 1x3x224x224)")
     parser.add_argument("--depth", type=int, default=2,
                         help="deepest module level shown, the model itself is 1 (default 2)")
     parser.add_argument("--backward", action=argparse.BooleanOptionalAction, default=False,
@@ -74,10 +75,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "also computes the gradient of its input)")
     parser.add_argument("--format", default="table", help=f"one of: {', '.join(FORMATS)}")
     parser.add_argument("--output", metavar="FILE", help="write the output to FILE")
-    parser.add_argument("--seq-len", type=int, default=64,
+    parser.add_argument("--seq-len", type=int, default=None,
                         help="tokens per sample for hf: models (default 64)")
     parser.add_argument("--layers", type=int, default=None,
                         help="hf: models: number of layers (default: the config's)")
+
+
+#: defaults of the options that only some MODELs take (None: not given, so not refused).
+DEFAULTS = {"dtype": "float32", "batch_size": 1, "seq_len": 64}
 
 
 def _bad(message: str) -> int:
@@ -87,16 +92,17 @@ def _bad(message: str) -> int:
 
 def _check(args: argparse.Namespace) -> str | None:
     """The first bad argument's message, or None."""
-    for name, value, low in (("--batch-size", args.batch_size, 1), ("--depth", args.depth, 1),
-                             ("--seq-len", args.seq_len, 1)):
-        if value < low:
-            return f"{name}={value}: expected an int >= {low}"
-    if args.layers is not None and args.layers < 1:
-        return f"--layers={args.layers}: expected an int >= 1"
+    for name, value in (("--batch-size", args.batch_size), ("--depth", args.depth),
+                        ("--seq-len", args.seq_len), ("--layers", args.layers)):
+        if value is not None and value < 1:
+            return f"{name}={value}: expected an int >= 1"
     if args.format not in FORMATS:
         return f"--format={args.format!r}: expected one of {', '.join(FORMATS)}"
-    if args.dtype not in DTYPES:
+    if args.dtype is not None and args.dtype not in DTYPES:
         return f"--dtype={args.dtype!r}: expected one of {', '.join(DTYPES)}"
+    problem = _not_taken(args)
+    if problem:
+        return problem
     if args.input_grad and not args.backward:
         return "--input-grad: counts the input's gradient in the backward; add --backward"
     problem = _shape_problem(args) or _device_problem(args.device)
@@ -104,6 +110,27 @@ def _check(args: argparse.Namespace) -> str | None:
         return problem
     problem = args.output and file_problem(Path(args.output))
     return f"--output={args.output}: {problem}" if problem else None
+
+
+def _not_taken(args: argparse.Namespace) -> str | None:
+    """An option given for a MODEL that does not take it (never silently ignored)."""
+    factory, hf = is_factory(args.model), args.model.startswith("hf:")
+    for flag, value, taken, takers in (
+            ("--dtype", args.dtype, factory, "module:factory models"),
+            ("--batch-size", args.batch_size, not factory,
+             "refimpl's, torchvision: and hf: models (a factory's batch is the first "
+             "dimension of --input-shape)"),
+            ("--seq-len", args.seq_len, hf, "hf: models"),
+            ("--layers", args.layers, hf, "hf: models")):
+        if value is not None and not taken:
+            return f"{flag}: only for {takers}, not MODEL={args.model}"
+    return None
+
+
+def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with DEFAULTS for the options not given."""
+    given = {name: value for name, value in vars(args).items() if value is not None}
+    return argparse.Namespace(**{**vars(args), **DEFAULTS, **given})
 
 
 def _shape_problem(args: argparse.Namespace) -> str | None:
@@ -135,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         return _bad(problem)
     try:
-        counted = count(args)
+        counted = count(_with_defaults(args))
     except ModelError as exc:
         return _bad(str(exc))
     body = RENDERERS[args.format](counted)
