@@ -122,10 +122,12 @@ def test_a_pickle_of_an_earlier_failing_call_is_removed_when_the_call_is_code(tm
 
 
 def test_some_arguments_of_a_call_that_is_not_all_code_are_read():
-    """An st.data() property's printed call: its parameters evaluate, ``data(...)`` need
-    not, and the backend printed as an object is this run's."""
+    """An st.data() property's printed call, as Hypothesis prints it (its draws after the
+    call's closing line): its parameters evaluate, ``data(...)`` need not, the backend
+    printed as an object is this run's, and a value that is not even Python syntax does
+    not keep the others from being read."""
     call = ("prop(\n    refimpl_backend=<mod.Backend object at 0x7f00aa>,\n    op='t',\n"
-            "    data=data(...),\n)")
+            "    data=data(...),\n)\nDraw 1: WriteBetween(spec=GraphSpec(side=3), op='t')")
     module = sys.modules[__name__]
     backend = object()
     assert build_some_kwargs(call, module, {"refimpl_backend": backend},
@@ -133,3 +135,5 @@ def test_some_arguments_of_a_call_that_is_not_all_code_are_read():
                                                             "refimpl_backend": backend}
     with pytest.raises(KeyError):
         build_some_kwargs(call, module, {}, ["missing"])
+    odd = "prop(\n    f=<Foo at 0x12>,\n    spec=Spec(n=1,\n        scale=0.5, ops=()),\n)"
+    assert build_some_kwargs(odd, module, {}, ["spec"]) == {"spec": Spec(1, 0.5, ())}

@@ -10,7 +10,8 @@ Stages, each a module, with plain data between them:
 - :mod:`.events`    a pytest plugin, loaded in each worker: the per-example time limit, the
                     stop signal, and one JSON line per property (outcome, examples, reach, the
                     shrunk failing example), from Hypothesis's observability stream;
-- :mod:`.examples`  a failing example's arguments, saved so a reproducer can rebuild them;
+- :mod:`.examples`  how a failing example is rebuilt (its printed call, its pickled
+                    arguments, or Hypothesis's choices), recorded so a reproducer can;
 - :mod:`.worker`    one pytest worker process (its own process group): start, stop, watchdog,
                     and what it ran (crashed or stopped workers list what they did not run);
 - :mod:`.runner`    rounds of workers (``--jobs`` at a time), --minutes, SIGINT/SIGTERM;
@@ -18,7 +19,7 @@ Stages, each a module, with plain data between them:
 - :mod:`.report`    the summary table (examples, failures, reach), report.json, reproducers;
 - :mod:`.junit`     JUnit XML for CI systems;
 - :mod:`.compare`   ``--compare OLD/report.json``: new failures, fixed ones, reach changes;
-- :mod:`.replay`    what every reproducer calls;
+- :mod:`.replay`    what every reproducer calls: that one example, rebuilt and run again;
 - :mod:`.hypofuzz`  ``--engine hypofuzz``: the same properties under HypoFuzz;
 - :mod:`.database`  the example database (a folder or Redis), checked before use.
 """

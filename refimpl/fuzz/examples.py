@@ -51,6 +51,8 @@ ROUTES = ("call", "arguments", "choices", "none")
 #: the fixtures a replay supplies itself (a printed example shows them as ``<... object>``)
 REPLAY_FIXTURES = ("refimpl_backend",)
 _OPAQUE = re.compile(r"^(\s*)(\w+)=<[^\n]*object at 0x[0-9a-f]+>,?$", re.MULTILINE)
+_ARGUMENT = re.compile(r"^    (?P<name>\w+)=(?P<value>.*?),?\n(?=    \w+=|\S|\Z)",
+                       re.MULTILINE | re.DOTALL)
 _DECORATOR = re.compile(r"@reproduce_failure\((?P<args>.*)\)", re.DOTALL)
 
 
@@ -100,9 +102,24 @@ class _Names(dict):
 
 def _call_body(call: str, fixtures: dict) -> str:
     """The keyword arguments of ``name(a=..., b=...)`` as source, each fixture printed as
-    ``<... object at 0x...>`` replaced by the name of its value in the namespace."""
-    body = call[call.index("(") + 1: call.rindex(")")]
+    ``<... object at 0x...>`` replaced by the name of its value in the namespace. The call
+    ends at its first line that is only ``)`` (Hypothesis prints ``st.data()`` draws after
+    it), or at its last ``)`` where it is one line."""
+    start = call.index("(") + 1
+    end = call.find("\n)", start)
+    body = call[start: end if end >= 0 else call.rindex(")")]
     return _OPAQUE.sub(lambda m: f"{m.group(1)}{m.group(2)}=__fixture_{m.group(2)},", body)
+
+
+def _argument_sources(body: str) -> dict[str, str]:
+    """``name -> source`` of each keyword argument of a call's body: by Python's parser,
+    else (a value that is not code, as ``<Foo at 0x...>``) by the printed layout, one
+    argument per line at four spaces' indent, its continuation lines indented further."""
+    try:
+        keywords = ast.parse(f"dict({body})", mode="eval").body.keywords
+    except SyntaxError:
+        return {m["name"]: m["value"] for m in _ARGUMENT.finditer(body + "\n")}
+    return {k.arg: ast.unparse(k.value) for k in keywords}
 
 
 def _namespace(module: ModuleType, fixtures: dict) -> _Names:
@@ -121,11 +138,9 @@ def build_some_kwargs(call: str, module: ModuleType, fixtures: dict,
                       names: list[str]) -> dict:
     """Only the arguments ``names`` of a printed call (the others need not be valid Python:
     ``data=data(...)``); a name the call lacks, or whose value does not evaluate, raises."""
-    keywords = ast.parse(f"dict({_call_body(call, fixtures)})", mode="eval").body.keywords
-    sources = {k.arg: ast.Expression(k.value) for k in keywords}
+    sources = _argument_sources(_call_body(call, fixtures))
     namespace = _namespace(module, fixtures)
-    return {name: eval(compile(sources[name], "<call>", "eval"), {}, namespace)
-            for name in names}
+    return {name: eval(sources[name], {}, namespace) for name in names}
 
 
 # --- exactness ----------------------------------------------------------------------------

@@ -14,9 +14,11 @@ Algorithm
        ``choices``: run the property (Hypothesis's wrapper) under ``@reproduce_failure``
        with the recorded choices, so its strategies draw exactly the failing example again,
        ``st.data()`` draws included; its other arguments (fixtures, pytest parameters) come
-       from the printed call. No route reads the example database or depends on pytest's
-       node ids. An example no route can rebuild is exit status 2, said plainly: a replay
-       that cannot rebuild the example can never show it fixed.
+       from the printed call. A call or a pickle that no longer rebuilds the example (a
+       pickle left behind) falls back to the choices where the file has them. No route
+       reads the example database or depends on pytest's node ids. An example no route can
+       rebuild is exit status 2, said plainly: a replay that cannot rebuild the example can
+       never show it fixed.
     4. Call it under the campaign's per-example time limit. An exception (a timeout too) means
        the failure reproduces: exit status 1, after printing the expected and the observed
        value (this run's assertion message, and the one the campaign recorded). A return
@@ -147,26 +149,36 @@ def _with_choices(test, call: str, module, backend, choices) -> Callable[[], Non
     return run
 
 
+def _direct(route: str, call: str, module, test, backend,
+            arguments: str | None) -> Callable[[], None]:
+    """The example rebuilt from its printed call or its pickled arguments, by ``route``."""
+    fixtures = dict.fromkeys(REPLAY_FIXTURES, backend)
+    if route == "arguments" and not (arguments and Path(arguments).exists()):
+        raise CannotRebuild(f"its pickled arguments ({arguments}) are missing")
+    if route not in ("call", "arguments"):
+        raise CannotRebuild("the campaign kept nothing that rebuilds it: its printed call is "
+                            "not code, its arguments do not pickle, and Hypothesis gave no "
+                            "choices")
+    try:
+        kwargs = (build_kwargs(call, module, fixtures) if route == "call"
+                  else {**load_arguments(Path(arguments)), **fixtures})
+    except Exception as exc:  # a changed suite, a class that moved: not the target's failure
+        raise CannotRebuild(f"its {route} no longer rebuilds it: {exc!r}") from exc
+    return lambda: _inner(test)(**kwargs)
+
+
 def _example(route: str, call: str, module, test, backend, arguments: str | None,
              choices) -> Callable[[], None]:
-    """The failing example, rebuilt by ``route`` (or the choices, where its pickle is
-    gone), as a call that runs it; :class:`CannotRebuild` where nothing rebuilds it."""
-    fixtures = dict.fromkeys(REPLAY_FIXTURES, backend)
-    try:
-        if route == "arguments" and arguments and Path(arguments).exists():
-            kwargs = {**load_arguments(Path(arguments)), **fixtures}
-            return lambda: _inner(test)(**kwargs)
-        if route == "call":
-            kwargs = build_kwargs(call, module, fixtures)
-            return lambda: _inner(test)(**kwargs)
-    except Exception as exc:  # a changed suite, a class that moved: not the target's failure
-        raise CannotRebuild(f"the recorded {route} no longer rebuilds it: {exc!r}") from exc
-    if choices:
+    """The failing example, rebuilt by ``route`` (else from its choices, where it has
+    them), as a call that runs it; :class:`CannotRebuild` where nothing rebuilds it."""
+    if route == "choices" and choices:
         return _with_choices(test, call, module, backend, choices)
-    if route == "arguments":
-        raise CannotRebuild(f"its pickled arguments ({arguments}) are missing")
-    raise CannotRebuild("the campaign kept nothing that rebuilds it: its printed call is not "
-                        "code, its arguments do not pickle, and Hypothesis gave no choices")
+    try:
+        return _direct(route, call, module, test, backend, arguments)
+    except CannotRebuild:
+        if not choices:
+            raise
+        return _with_choices(test, call, module, backend, choices)
 
 
 class _Timeout(Exception):
