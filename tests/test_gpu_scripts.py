@@ -78,9 +78,11 @@ def test_upstream_modules_run_with_refimpl_swapped_in_each_alone(tmp_path: Path)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "test_b_sees.py: pytest exit 0" in done.stdout  # not after test_a_leaves' state
     assert "fx_graph_cse                 reached 0 times" in done.stdout  # import only
-    read = [_script("gpu_counts").junit(xml) for xml in sorted((tmp_path / "xml").glob("*"))]
+    read = [_script("gpu_counts").junit(xml) for xml in sorted((tmp_path / "xml").glob("*.xml"))]
     assert _script("gpu_counts").total(read)["counts"] == {
         "passed": 4, "failed": 0, "errors": 0, "skipped": 0}
+    reached = _script("gpu_counts").reached(tmp_path / "xml" / "test_cse.reached.json")
+    assert (reached["checkpoint"], reached["fx_graph_cse"]) == (0, 0)  # imported, not called
 
 
 def test_upstream_tests_needs_a_folder_of_modules(tmp_path: Path):
