@@ -108,8 +108,9 @@ def builtin_target_names() -> list[str]:
 
 
 def load_backend(target: str | None = None) -> Any:
-    """The backend named by ``target`` (default: :func:`selected_target`)."""
-    target = target or selected_target()
+    """The backend named by ``target`` (None: :func:`selected_target`; an empty name is
+    refused, never read as the default)."""
+    target = selected_target() if target is None else target
     backend = _builtin(target) if target in builtin_target_names() else _user_target(target)
     try:
         declared(backend)
