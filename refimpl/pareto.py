@@ -217,6 +217,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"refimpl pareto: error: --points={args.points} must be at least 2",
               file=sys.stderr)
         return 2
+    if args.out is not None and not args.out.strip():  # never read as the current folder
+        print("refimpl pareto: error: --out='': name a file prefix or a folder",
+              file=sys.stderr)
+        return 2
     prefix = out_prefix(args.out, args.model)
     if not prefix.parent.exists() and not file_problem(prefix.parent) and args.out.endswith("/"):
         prefix.parent.mkdir()  # `--out new/`: the folder the user named, made once
