@@ -120,11 +120,22 @@ def checkpoint_for(backend, stack: ModuleStack) -> Callable[[nn.Module], nn.Modu
     return lambda module: apply(module, context_fn=context_fn)
 
 
+def calls_a_checkpointed_module_twice(stack: ModuleStack) -> bool:
+    """Whether a checkpointed linear is used again by a shared layer (two checkpointed calls
+    of one module, each its own recomputation)."""
+    return any(layer.kind == "shared" and str(layer.arg) in stack.checkpointed
+               for layer in stack.layers)
+
+
 @given(stack=module_stacks(contexts=True, featured=True))
 def test_gradients_and_rng_match_unwrapped(refimpl_backend, stack: ModuleStack) -> None:
     """Under the drawn ambient (any of CPU autocast, a torch-function mode, outer saved-tensor
     hooks) and selective policy, gradients and the RNG stream after the step
     equal the unwrapped model's."""
+    # torch's selective contexts reject this case under autocast, for every backend that
+    # uses them (docs/findings.md, "Checkpoint": a module checkpointed and called twice)
+    assume(not (stack.policy != "none" and "autocast" in stack.ambient
+                and calls_a_checkpointed_module_twice(stack)))
     _setup(refimpl_backend, stack)
     apply = checkpoint_for(refimpl_backend, stack)
     x = stack.example_input()
