@@ -59,7 +59,7 @@ def chosen_command(argv: list[str]) -> str | None:
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; the arguments only of the subcommand ``argv`` chooses (all when argv is
     None), so that no other subcommand's module is imported."""
-    parser = OneLineParser(prog="refimpl", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="refimpl", description=__doc__.splitlines()[0].replace("``", ""))
     parser.add_argument("--version", action="version",
                         version=f"refimpl {refimpl.__version__} (torch {torch_version()})")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
