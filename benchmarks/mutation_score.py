@@ -4,36 +4,41 @@ A mutant is refimpl with one small change (an operator, a constant, a comparison
 made by cosmic-ray. The *killing suite* of a component is its target properties (the tests in
 ``refimpl/properties/test_<component>*.py`` that take the ``refimpl_backend`` fixture), run against
 refimpl under the ``ci`` Hypothesis profile, stopping at the first failure. A mutant is killed
-when that suite fails (or times out), survives when it passes. The score of a component is
-``killed / (killed + survived - equivalent - cuda_only - api)``, where ``equivalent`` are the
-survivors argued equivalent in docs/oracle-strength.md (``EQUIVALENT`` below, keyed by mutant,
-and every annotation-only mutant), ``cuda_only`` those in code that runs only on a GPU
-(``CUDA_ONLY``) and ``api`` those whose effect only refimpl's own API shows (``REFIMPL_API``),
-which the unit test named for each kills; each is reported in its own column.
+when that suite fails (or runs past the per-mutant timeout), survives when it passes. The score
+of a component is ``killed / (killed + survived - equivalent)``, with its 95% Wilson interval,
+where ``equivalent`` are the survivors whose ``EQUIVALENT`` entry names a test that
+demonstrates the equivalence and passes in the run, and every annotation-only mutant. There is
+no other column: a target property kills a mutant or it survives.
+
+The protocol (:mod:`mutation_protocol`, docs/oracle-strength.md): every run draws a fresh seed
+(``--seed`` replays one), printed first and stored in the run's JSON with the commit and the
+property files that differ from it; the score that counts is the first run of a new seed.
 
 Algorithm, per component:
   1. copy the source tree into a work folder (cosmic-ray mutates files in place: never the
      checkout itself);
-  2. ``cosmic-ray init`` over the component's modules (``MODULES``): every mutant of every
-     operator, minus ``EXCLUDED_OPERATORS``;
-  3. keep a seeded sample of ``--sample`` mutants (``random.Random(seed).sample`` over the
-     mutants sorted by file, position and operator), mark the rest skipped;
-  4. run the killing suite once unmutated (the baseline): a target property that fails
-     there cannot judge a mutant, so it is deselected, and the report says so;
-  5. ``cosmic-ray exec``: one test command per mutant, the killing suite. Importing torch
-     costs more than the suite itself on a loaded machine, so the command is a thin client
-     of a fork server (``--serve``) that has imported torch, Hypothesis and pytest, but never
-     refimpl: each mutant's suite runs in a fresh fork that imports the mutated refimpl from
-     the work folder, as a new process would. With ``--jobs N`` the sample is dealt into N
-     shards, each a copy of the work folder with its own fork server, run side by side and
-     merged back into one session (the same mutants and verdicts as one process);
-  6. each survivor listed in ``REFIMPL_API``: applied to a fresh copy, its unit test run;
-  7. print killed / survived / score per component, and every survivor (file:line operator).
+  2. run the killing suite once unmutated (the baseline): a target property that fails
+     there cannot judge a mutant, so it is deselected, and the report says so; the per-mutant
+     timeout is the larger of ``--timeout`` and twice the (traced) baseline's wall;
+  3. ``cosmic-ray init`` over ALL the component's modules (``MODULES``; ``LEFT_OUT`` holds
+     only re-export modules, each checked by tests/test_mutation_score.py): every mutant of
+     every operator, minus ``EXCLUDED_OPERATORS``;
+  4. keep a seeded sample of ``--sample`` mutants (:func:`stratified`), mark the rest skipped;
+  5. ``cosmic-ray exec``: one test command per mutant, the tests that execute the mutated
+     statement (:mod:`mutation_select`). Importing torch costs more than the suite itself on a
+     loaded machine, so the command is a thin client of a fork server (``--serve``) that has
+     imported torch, Hypothesis and pytest, but never refimpl: each mutant's suite runs in a
+     fresh fork that imports the mutated refimpl from the work folder, as a new process
+     would. With ``--jobs N`` the sample is dealt into N shards, each a copy of the work
+     folder with its own fork server, run side by side and merged back into one session;
+  6. each survivor listed in ``EQUIVALENT``: its named test run on the unmutated tree;
+  7. print and write (``--json``) killed / survived / score / interval per component, and
+     every survivor (file:line operator).
 Invariant: the same seed, sample size and source give the same mutants.
 
-Run it (long; not in CI): ``python benchmarks/mutation_score.py --component cse --sample 40``
-(``tox -e mutation``). Needs the ``mutation`` extra (cosmic-ray). ``--report WORK`` re-prints
-the figures of a finished run.
+Run it (long; the nightly job .github/workflows/mutation.yml):
+``python benchmarks/mutation_score.py --jobs 2`` (``tox -e mutation -- --jobs 2``). Needs the
+``mutation`` extra (cosmic-ray). ``--report`` re-prints the figures of a finished run.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import argparse
 import contextlib
 import importlib
 import json
+import math
 import os
 import random
 import select
@@ -56,32 +62,71 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from mutation_protocol import (
+    draw_seed,
+    equivalents_without_a_test,
+    estimated_seconds,
+    first_run,
+    head_commit,
+    properties_changed,
+    wilson_interval,
+)
 from mutation_select import EVERY_TEST, LineTracer, only_annotations, select_tests
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The code of each component the oracle must protect (issues 11 and 21): the FLOP formulas,
-#: the CSE effect rules and keys, the partitioner with the solvers a target can be asked for
-#: (refimpl's exact default, torch's knapsack heuristics through
-#: ``activation_memory_budget_solver``), the checkpoint frames and replay, the layout decision
-#: and rewrite. Left out: ``exhaustive.py`` (``solver="brute"``, an argument of refimpl's own
-#: ``compile`` that no target shares; tests/test_partition_solvers.py checks it),
-#: ``lagrangian.py`` (a measured alternative no partitioner calls: benchmarks only) and
-#: ``runtime.py`` (timing nodes for the ``profile`` estimator: a mutant there changes
-#: timings, which no deterministic verdict sees; tests/test_partition_profile_estimator.py).
+#: Each component's folder: every module under it is mutated or listed in LEFT_OUT.
+COMPONENT_DIRS = {"flops": "refimpl/flops", "cse": "refimpl/cse",
+                  "partition": "refimpl/partition", "checkpoint": "refimpl/checkpointing",
+                  "layout": "refimpl/layout"}
+
+#: Every module of each component, the code a user of the component runs (its command line,
+#: its explain API and its solvers included): a mutant in code no target property executes
+#: survives, and the report says "no target property executes the mutated statement".
 MODULES = {
-    "flops": ["refimpl/flops/formulas/matmul.py", "refimpl/flops/formulas/conv.py",
-              "refimpl/flops/formulas/attention.py", "refimpl/flops/formulas/rnn.py",
-              "refimpl/flops/formulas/transformer.py"],
-    "cse": ["refimpl/cse/effects.py", "refimpl/cse/keys.py", "refimpl/cse/eliminate.py"],
-    "partition": ["refimpl/partition/partitioner.py", "refimpl/partition/mincut.py",
-                  "refimpl/partition/candidates.py", "refimpl/partition/cost.py",
-                  "refimpl/partition/exact.py", "refimpl/partition/knapsack.py"],
-    "checkpoint": ["refimpl/checkpointing/frame.py", "refimpl/checkpointing/replay.py",
-                   "refimpl/checkpointing/wrapper.py"],
-    "layout": ["refimpl/layout/decision.py", "refimpl/layout/rewrite.py",
-               "refimpl/layout/plan.py"],
+    "flops": [f"refimpl/flops/{m}.py" for m in (
+        "cli", "counter", "free_ops", "models", "module_tracker", "summary", "table")]
+    + [f"refimpl/flops/formulas/{m}.py" for m in (
+        "attention", "conv", "matmul", "registry", "rnn", "transformer")],
+    "cse": [f"refimpl/cse/{m}.py" for m in (
+        "aliasing", "effects", "eliminate", "graph_check", "keys")],
+    "partition": [f"refimpl/partition/{m}.py" for m in (
+        "api", "backend", "candidates", "cost", "cut", "errors", "exact", "exhaustive",
+        "fx_edge", "graph", "knapsack", "mincut", "mutation", "options", "partitioner",
+        "plan", "problem", "region", "runtime")],
+    "checkpoint": [f"refimpl/checkpointing/{m}.py" for m in (
+        "debug", "frame", "options", "replay", "versions", "wrapper")],
+    "layout": [f"refimpl/layout/{m}.py" for m in (
+        "__init__", "decision", "facts", "ops", "options", "plan", "rewrite")],
 }
+
+#: Why a module holds nothing to mutate: a docstring, imports, ``__all__`` and names bound to
+#: other modules' names (tests/test_mutation_score.py checks each such module's AST).
+REEXPORTS_ONLY = "re-exports only: a docstring, imports, __all__, aliases"
+
+#: The modules of a component that are not mutated, each with its reason.
+LEFT_OUT: dict[str, str] = {
+    "refimpl/flops/__init__.py": REEXPORTS_ONLY,
+    "refimpl/flops/formulas/__init__.py": REEXPORTS_ONLY,
+    "refimpl/cse/__init__.py": REEXPORTS_ONLY,
+    "refimpl/partition/__init__.py": REEXPORTS_ONLY,
+    "refimpl/checkpointing/__init__.py": REEXPORTS_ONLY,
+}
+
+#: Mutants per component by default, sized for a nightly job on 2 cores (``--jobs 2``): with
+#: SECONDS_PER_MUTANT about 20 minutes for the four fast components together and 45 for
+#: partition. A sample of n has a 95% interval about +-sqrt(0.9 * 0.1 / n) * 2 wide at 90%:
+#: +-6% at 100, +-9% at 40.
+DEFAULT_SAMPLE = {"flops": 100, "cse": 100, "partition": 40, "checkpoint": 100, "layout": 100}
+
+#: Core-seconds a mutant costs (baseline included), from the walls of the 2026-11-26 run
+#: (40 mutants, 2 shards, 2 cores; flops 91 s, cse 70 s, partition 2,603 s, checkpoint 94 s,
+#: layout 109 s). Only an estimate: that run mutated fewer modules, and a mutant that hangs
+#: costs its whole timeout (a smoke run of 3 cse mutants over every module, on a loaded
+#: machine: 656 s, one of them killed by the 300 s timeout). Each run records its estimate
+#: beside its wall, so the table can be re-measured.
+SECONDS_PER_MUTANT = {"flops": 4.6, "cse": 3.5, "partition": 130.0, "checkpoint": 4.7,
+                      "layout": 5.5}
 
 #: Operators left out, and why: replacing + - * / with a bit or shift operator, ** or % almost
 #: always raises at once (killed for free, inflating the score); the variable inserter and
@@ -91,124 +136,15 @@ EXCLUDED_OPERATORS = [
     r"core/VariableInserter", r"core/VariableReplacer",
 ]
 
-#: Survivors argued equivalent in docs/oracle-strength.md: "path:line operator occurrence" ->
-#: why. Keys carry line numbers of the tree they were measured on (2026-11-23, 08:12-09:35
-#: UTC, and 2026-11-25 for the run in docs/oracle-strength.md): re-check them when the code
-#: moves. Annotation-only mutants need no entry (``ANNOTATION_ONLY``).
-EQUIVALENT: dict[str, str] = {
-    "refimpl/cse/effects.py:162 core/ReplaceComparisonOperator_Eq_Is 1":
-        "node.op is one of fx's interned literals: `is` and `==` agree",
-    "refimpl/cse/effects.py:269 core/ReplaceComparisonOperator_NotEq_Lt 1":
-        "call_module never reaches it; no torch Tensor method takes an `inplace` argument",
-    "refimpl/layout/decision.py:82 core/NumberReplacer 12":
-        "conv FLOPs only enter the decision as a ratio (weighted <= total): scale-invariant",
-    "refimpl/checkpointing/frame.py:75 core/ReplaceComparisonOperator_Eq_Is 0":
-        "-1 is a cached small int in CPython",
-    "refimpl/checkpointing/frame.py:75 core/ReplaceComparisonOperator_Eq_LtE 0":
-        "graph task ids are -1 or >= 0: `<= -1` is `== -1`",
-    "refimpl/checkpointing/frame.py:92 core/ReplaceBinaryOperator_BitOr_Mul 1":
-        "an annotation under `from __future__ import annotations`: never evaluated",
-    "refimpl/checkpointing/frame.py:192 core/ReplaceBinaryOperator_BitOr_Add 4":
-        "an annotation under `from __future__ import annotations`: never evaluated",
-    "refimpl/cse/effects.py:272 core/ReplaceComparisonOperator_Is_Eq 1":
-        "`==` on the functions, builtins and descriptors of torch's namespaces is identity "
-        "(none defines __eq__; OpOverload targets returned earlier)",
-    "refimpl/cse/eliminate.py:95 core/ReplaceComparisonOperator_IsNot_NotEq 0":
-        "fx.Node defines no __eq__/__ne__: `!=` is identity",
-    "refimpl/cse/eliminate.py:192 core/ReplaceComparisonOperator_IsNot_LtE 3":
-        "Node `<=` is graph order, so every new key reads as refused: one extra pass after a "
-        "pass that merged, which merges nothing (a pass without refusals is a fixpoint)",
-    "refimpl/cse/keys.py:51 core/ReplaceComparisonOperator_Is_Eq 2":
-        "`type(v) == list` is identity: type does not override __eq__",
-    "refimpl/partition/candidates.py:65 core/ReplaceComparisonOperator_Eq_Is 1":
-        "node roles are assigned from the same interned string literals: `is` and `==` agree",
-    "refimpl/partition/cost.py:94 core/ReplaceComparisonOperator_NotEq_Lt 0":
-        "every other fx op name (call_method, call_module, get_attr, output, placeholder) "
-        "sorts after 'call_function', and those nodes' targets are strings, never an "
-        "OpOverload: both forms return 0 for exactly the same nodes",
-    "refimpl/partition/exact.py:128 core/NumberReplacer 36":
-        "the tie tolerance only admits plans within 2e-9 of the optimum instead of 1e-9; "
-        "recompute costs are whole FLOPs, so no plan lies in between",
-    "refimpl/partition/exact.py:128 core/NumberReplacer 37":
-        "a tolerance of 0 where the optimum is 0 (else the same): costs are whole FLOPs and "
-        "HiGHS's own feasibility tolerance (1e-7) admits the same plans",
-    "refimpl/partition/exact.py:131 core/NumberReplacer 40":
-        "`cost > 1` for `cost > 0`: under the flops estimator (the only one a target can "
-        "select) every cost is 0 or an even count >= 2 (each FLOP formula is 2 x a product "
-        "of sizes), so the same nodes are costly",
-    "refimpl/partition/exact.py:149 core/ReplaceUnaryOperator_USub_Not 3":
-        "a lower bound of 0 (`not inf`) for -inf on the cap rows: both rows are already >= 0 "
-        "at every point the other rows admit (bytes x saved, with saved = a - r >= 0 a row; "
-        "costs >= 0 x r, with r >= 0 a bound), so the feasible set and the optima are the same",
-    "refimpl/partition/exact.py:165 core/ReplaceComparisonOperator_NotEq_Lt 0":
-        "`status < 0` for `!= 0`: scipy's statuses are 0-4, 1 and 2 raise just above, and "
-        "scipy's HiGHS wrapper returns x only for an optimum or a limit (status 1), or a "
-        "solution limit (an option refimpl never sets): statuses 3 and 4 come with x None",
-    "refimpl/partition/cost.py:78 core/ReplaceBinaryOperator_Mul_Div 0":
-        "unreachable: value_bytes reads a traced joint graph's values, and no traced graph "
-        "holds a tensor whose storage cannot be read (sparse and strided nested inputs "
-        "compile no graph; jagged nested tensors fail before the partitioner, "
-        "docs/oracle-strength.md)",
-    "refimpl/partition/cost.py:78 core/ReplaceBinaryOperator_Mul_FloorDiv 0":
-        "the same statement as Mul_Div: unreachable",
-    "refimpl/partition/knapsack.py:84 core/ReplaceUnaryOperator_USub_Invert 7":
-        "the key of a zero-byte item; solve() passes only items with bytes > 0 "
-        "(candidates.items drops the rest), so the branch never runs",
-    "refimpl/partition/knapsack.py:87 core/ReplaceComparisonOperator_Gt_NotEq 2":
-        "greedy() checks every runtime >= 0 first (_check raises otherwise), and runtimes "
-        "are FLOP counts or timings, never NaN: `!= 0` is `> 0`",
-    "refimpl/layout/decision.py:95 core/ReplaceComparisonOperator_Eq_GtE 0":
-        "LayoutOptions admits only 'auto', 'always' and 'never'; of these only 'never' "
-        "sorts at or after 'never'",
-    "refimpl/layout/plan.py:63 core/ReplaceComparisonOperator_Eq_Is 2":
-        "a fact's kind is one of refimpl.layout.ops's module constants (or None): `is` and "
-        "`==` agree",
-    "refimpl/checkpointing/replay.py:29 core/ReplaceTrueWithFalse 0":
-        "the Autocast record is built once in capture and only read in replayed: frozen or "
-        "not, nothing writes or hashes it",
-}
-
-#: Survivors in code that runs only on a CUDA device: this machine has none, so they are
-#: counted apart (neither killed nor equivalent) and left out of the score, which says so.
-#: Each names the device property that should kill it on a GPU, or says none does.
-CUDA_ONLY: dict[str, str] = {
-    "refimpl/checkpointing/replay.py:55 core/ReplaceComparisonOperator_Eq_GtE 0":
-        "which devices' RNG is saved; none: test_checkpoint_device.py uses one CUDA device",
-    "refimpl/checkpointing/replay.py:55 core/ReplaceComparisonOperator_Eq_Is 0":
-        "the same line; none (differs only with an input on a second GPU)",
-    "refimpl/checkpointing/replay.py:55 core/ReplaceComparisonOperator_Eq_LtE 0":
-        "the same line; none (differs with a CPU or meta input while CUDA is initialised)",
-    "refimpl/checkpointing/replay.py:55 core/ReplaceComparisonOperator_Eq_NotEq 0":
-        "the same line; none (as Eq_LtE)",
-    "refimpl/checkpointing/replay.py:98 core/ZeroIterationForLoop 1":
-        "CUDA generator states restored: test_cuda_rng_restored_on_recompute",
-}
-
-#: Survivors whose effect only refimpl's own API shows: no target shares that API, so no
-#: target property can see them. Each names the unit test of refimpl's that must kill it and
-#: says why no target reaches it. The script applies each such survivor to a fresh copy of the
-#: tree and runs that test (:func:`api_verdicts`): killed there, the survivor is counted
-#: apart (the ``api`` column, out of the score, as CUDA_ONLY); a unit test that passes on it
-#: leaves it a survivor.
-SOLVERS_TEST = "tests/test_partition_solvers.py::test_exact_solvers_agree_with_every_subset"
-DP_ONLY = ("torch's knapsack `dp`: only refimpl.compile(solver='dp') reaches it; the config "
-           "value 'dp' is torch's default and selects refimpl's exact solver in a target")
-REFIMPL_API: dict[str, tuple[str, str]] = {
-    "refimpl/partition/knapsack.py:55 core/ReplaceComparisonOperator_Gt_IsNot 0":
-        (SOLVERS_TEST, DP_ONLY),
-    "refimpl/partition/knapsack.py:55 core/ReplaceOrWithAnd 1": (SOLVERS_TEST, DP_ONLY),
-    "refimpl/partition/knapsack.py:57 core/ReplaceUnaryOperator_USub_Not 2":
-        (SOLVERS_TEST, DP_ONLY),
-    "refimpl/partition/mincut.py:97 core/ReplaceComparisonOperator_Gt_LtE 2": (
-        "tests/test_partition_errors.py::test_value_neither_savable_nor_recomputable_is_an_error",
-        "one augmenting path a phase still ends at a maximum flow, and every maximum flow "
-        "leaves the same source side: only the flow total differs, read only to raise "
-        "NoFiniteCut, which no traced program triggers (a banned tuple read by the backward)"),
-    "refimpl/partition/partitioner.py:89 core/ReplaceComparisonOperator_Eq_Gt 2": (
-        "tests/test_partition_api.py::test_explain_lists_saved_activations_and_inputs_apart",
-        "which saved names refimpl.explain's Plan lists as inputs: the backend hands the "
-        "backward their union either way"),
-}
+#: Survivors shown equivalent: "path:line operator occurrence" -> (the test in tests/ that
+#: demonstrates it, e.g. both versions agree on an exhaustive small domain; why). Keys carry
+#: line numbers of the tree they were measured on: re-check them when the code moves. The
+#: script refuses to run with an entry whose test does not exist (``check_equivalents``) and
+#: counts a survivor as equivalent only when that test passes in the run. Annotation-only
+#: mutants need no entry: the script shows each one equivalent (``only_annotations``: the
+#: module's AST with annotations stripped is unchanged). The equivalences argued for the
+#: seed-0 runs had no such test; they are survivors until one is written.
+EQUIVALENT: dict[str, tuple[str, str]] = {}
 
 #: What the fork server imports before forking (never refimpl: the children import the mutant).
 PRELOADED = ("torch", "torch.fx", "torch._dynamo", "numpy", "scipy")
@@ -222,9 +158,13 @@ ANNOTATION_ONLY = "equivalent by construction: only an annotation changed"
 COVERAGE = "coverage.json"
 #: the unmutated copies of the mutated modules, in the work folder
 PRISTINE = "pristine"
-#: the unit tests' verdicts on the REFIMPL_API survivors (:func:`api_verdicts`), in the work
-#: folder: mutant key -> "killed", "survived" or "error: ..."
-API_VERDICTS = "api_verdicts.json"
+#: the equivalence tests' verdicts (:func:`equivalence_verdicts`), in the work folder:
+#: mutant key -> "demonstrated" or "not demonstrated: ..."
+EQUIVALENCE_VERDICTS = "equivalence_verdicts.json"
+#: what cosmic-ray records as the output of a mutant whose suite ran past the timeout
+TIMEOUT = "timeout"
+#: the verdict of an equivalence test that passed
+DEMONSTRATED = "demonstrated"
 
 
 @dataclass(frozen=True)
@@ -239,6 +179,7 @@ class Mutant:
     outcome: str  # killed, survived, incompetent, pending
     executed: bool = True  # False: no target property executes the mutated statement
     annotation_only: bool = False  # equivalent by construction (ANNOTATION_ONLY)
+    timed_out: bool = False  # killed by running past the per-mutant timeout
 
     @property
     def key(self) -> str:
@@ -247,7 +188,7 @@ class Mutant:
 
 @dataclass(frozen=True)
 class Score:
-    """A component's figures."""
+    """A component's figures: killed / (killed + survived - equivalent), with its interval."""
 
     component: str
     sampled: int
@@ -256,13 +197,21 @@ class Score:
     equivalent: int
     incompetent: int
     seconds: float
-    cuda_only: int = 0  # survivors in CUDA-only code (CUDA_ONLY), left out of the score
-    api: int = 0  # survivors only refimpl's API shows, killed by its unit test (REFIMPL_API)
+    timed_out: int = 0  # of the killed, those killed by the timeout
+
+    @property
+    def live(self) -> int:
+        """The mutants the score is over: killed, or survived and not shown equivalent."""
+        return self.killed + self.survived - self.equivalent
 
     @property
     def score(self) -> float:
-        live = self.killed + self.survived - self.equivalent - self.cuda_only - self.api
-        return self.killed / live if live else float("nan")
+        return self.killed / self.live if self.live else float("nan")
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The 95% Wilson score interval of :attr:`score` (NaNs with no live mutant)."""
+        return wilson_interval(self.killed, self.live) if self.live else (math.nan, math.nan)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -528,52 +477,54 @@ def mutants(db_path: Path) -> list[Mutant]:
         for item, result in db.completed_work_items:
             if result.worker_outcome == "skipped":
                 continue
-            spec = item.mutations[0]
+            spec, output = item.mutations[0], result.output or ""
+            outcome = _value(result.test_outcome or result.worker_outcome)
             found.append(Mutant(item.job_id, Path(spec.module_path).as_posix(),
                                 spec.start_pos[0], spec.operator_name, spec.occurrence,
-                                _value(result.test_outcome or result.worker_outcome),
-                                NOT_EXECUTED not in (result.output or ""),
-                                ANNOTATION_ONLY in (result.output or "")))
+                                outcome, NOT_EXECUTED not in output, ANNOTATION_ONLY in output,
+                                outcome == "killed" and output.strip() == TIMEOUT))
     return sorted(found, key=lambda m: (m.path, m.line, m.operator, m.occurrence))
 
 
 def score(component: str, found: list[Mutant], seconds: float,
           verdicts: dict[str, str]) -> Score:
-    """The figures of ``found``; ``verdicts``: :func:`api_verdicts`' of the survivors."""
+    """The figures of ``found``; ``verdicts``: :func:`equivalence_verdicts`' of the
+    survivors. A survivor is equivalent when only an annotation changed, or when its
+    equivalence test passed in this run; every other survivor counts against the score."""
     count = lambda outcome: sum(m.outcome == outcome for m in found)
-    equivalent = sum(m.outcome == "survived" and (m.key in EQUIVALENT or m.annotation_only)
-                     for m in found)
-    cuda_only = sum(m.outcome == "survived" and m.key in CUDA_ONLY for m in found)
-    api = sum(m.outcome == "survived" and verdicts.get(m.key) == "killed" for m in found)
+    equivalent = sum(m.outcome == "survived" and (
+        m.annotation_only or verdicts.get(m.key) == DEMONSTRATED) for m in found)
     return Score(component, len(found), count("killed"), count("survived"), equivalent,
-                 len(found) - count("killed") - count("survived"), seconds, cuda_only, api)
+                 len(found) - count("killed") - count("survived"), seconds,
+                 sum(m.timed_out for m in found))
 
 
-def api_verdicts(work: Path, found: list[Mutant]) -> dict[str, str]:
-    """Each survivor of :data:`REFIMPL_API` applied (``cosmic-ray apply``) to a fresh copy
-    of the work folder's unmutated tree, and its unit test run there: "killed" when the
-    test fails (pytest's exit 1), "survived" when it passes, "error: ..." when it cannot
-    judge (it fails unmutated too, or no longer exists). Written to :data:`API_VERDICTS`."""
+def check_equivalents(table: dict[str, tuple[str, str]]) -> None:
+    """Refuse to run when an :data:`EQUIVALENT` entry names no test that exists."""
+    refused = equivalents_without_a_test(table, ROOT)
+    if refused:
+        raise SystemExit("EQUIVALENT: an equivalent needs a test that demonstrates it:\n  "
+                         + "\n  ".join(refused))
+
+
+def equivalence_verdicts(work: Path, found: list[Mutant]) -> dict[str, str]:
+    """For each survivor listed in :data:`EQUIVALENT`: its test run on a fresh copy of the
+    work folder's unmutated tree, :data:`DEMONSTRATED` when it passes, else why not.
+    Written to :data:`EQUIVALENCE_VERDICTS`."""
     verdicts: dict[str, str] = {}
-    unmutated: dict[str, int] = {}  # test -> its exit code on the unmutated tree
     for m in found:
-        if m.outcome != "survived" or m.key not in REFIMPL_API:
-            continue
-        test = REFIMPL_API[m.key][0]
-        if test not in unmutated:
-            unmutated[test] = unit_test_exit(work, test, None)
-        code = unit_test_exit(work, test, m) if unmutated[test] == 0 else None
-        verdicts[m.key] = ({0: "survived", 1: "killed"}.get(code, f"error: pytest exit {code}")
-                           if code is not None
-                           else f"error: fails unmutated (pytest exit {unmutated[test]})")
-        print(f"[unit test] {m.key}: {verdicts[m.key]} ({test})", flush=True)
-    (work / API_VERDICTS).write_text(json.dumps(verdicts, indent=1) + "\n")
+        if m.outcome == "survived" and m.key in EQUIVALENT:
+            test = EQUIVALENT[m.key][0]
+            code = unit_test_exit(work, test)
+            verdicts[m.key] = DEMONSTRATED if code == 0 else \
+                f"not demonstrated: pytest exit {code} ({test})"
+            print(f"[equivalence test] {m.key}: {verdicts[m.key]}", flush=True)
+    (work / EQUIVALENCE_VERDICTS).write_text(json.dumps(verdicts, indent=1) + "\n")
     return verdicts
 
 
-def unit_test_exit(work: Path, test: str, mutant: Mutant | None) -> int:
-    """pytest's exit code for ``test`` in a fresh copy of ``work``'s tree, with ``mutant``
-    applied (None: unmutated)."""
+def unit_test_exit(work: Path, test: str) -> int:
+    """pytest's exit code for ``test`` in a fresh copy of ``work``'s (unmutated) tree."""
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp)
         for name in COPIED:
@@ -582,21 +533,16 @@ def unit_test_exit(work: Path, test: str, mutant: Mutant | None) -> int:
                 shutil.copytree(src, copy / name)
             elif src.exists():
                 shutil.copy2(src, copy / name)
-        if mutant is not None:
-            cosmic_ray(copy, "apply", mutant.path, mutant.operator, str(mutant.occurrence))
         env = dict(environment(copy), PYTHONPATH=str(copy))
         return subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p",
                                "no:cacheprovider", test], cwd=copy, env=env,
                               capture_output=True).returncode
 
 
-def saved_verdicts(work: Path) -> dict[str, str]:
-    path = work / API_VERDICTS
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
 def run_component(component: str, work_root: Path, size: int, seed: int,
-                  timeout: float, jobs: int) -> Score:
+                  timeout: float, jobs: int) -> dict:
+    """Sample, run and score one component (module docstring, steps 1-6): its record for the
+    run's JSON (:func:`component_record`)."""
     work = work_root / component
     copy_tree(work, component)
     start = time.monotonic()
@@ -606,15 +552,20 @@ def run_component(component: str, work_root: Path, size: int, seed: int,
     finally:
         server.terminate()
         server.wait()
-    print(f"[{component}] baseline: {(work / 'baseline.txt').read_text().strip()}",
+    baseline_seconds = time.monotonic() - start
+    timeout = max(timeout, 2 * baseline_seconds)
+    print(f"[{component}] baseline ({baseline_seconds:.0f} s): "
+          f"{(work / 'baseline.txt').read_text().strip()}; timeout {timeout:.0f} s a mutant",
           flush=True)
     config = write_config(work, component, timeout, sock, deselect)
     db = work / "session.sqlite"
     cosmic_ray(work, "init", config.name, db.name)
     exe = Path(sys.executable).with_name("cr-filter-operators")
     subprocess.run([str(exe), db.name, config.name], cwd=work, check=True)
-    print(f"[{component}] {sample(db, size, seed)} mutants sampled (seed {seed}); "
-          f"{jobs} shard(s)", flush=True)
+    sampled = sample(db, size, seed)
+    estimate = estimated_seconds(SECONDS_PER_MUTANT[component], sampled, jobs)
+    print(f"[{component}] {sampled} mutants sampled (seed {seed}); {jobs} shard(s); "
+          f"estimated wall {estimate / 60:.0f} min", flush=True)
     shards = make_shards(work, component, jobs, timeout, deselect)
     with ThreadPoolExecutor(max_workers=len(shards) or 1) as pool:
         list(pool.map(lambda shard: exec_shard(shard, component), shards))
@@ -622,10 +573,25 @@ def run_component(component: str, work_root: Path, size: int, seed: int,
     for shard in shards:
         shutil.rmtree(shard)
     found = mutants(db)
-    verdicts = api_verdicts(work, found)
-    seconds = time.monotonic() - start
-    (work / "seconds").write_text(f"{seconds:.0f}\n")
-    return score(component, found, seconds, verdicts)
+    verdicts = equivalence_verdicts(work, found)
+    figures = score(component, found, time.monotonic() - start, verdicts)
+    return component_record(figures, found, verdicts, estimate, timeout,
+                            (work / "baseline.txt").read_text().strip())
+
+
+def component_record(s: Score, found: list[Mutant], verdicts: dict[str, str],
+                     estimate: float, timeout: float, baseline: str) -> dict:
+    """One component's entry in the run's JSON: the figures, and every mutant."""
+    low, high = s.interval
+    return {"modules": MODULES[s.component], "sampled": s.sampled, "killed": s.killed,
+            "survived": s.survived, "equivalent": s.equivalent,
+            "incompetent": s.incompetent, "timed_out": s.timed_out, "score": s.score,
+            "interval_95": [low, high], "seconds": round(s.seconds),
+            "estimated_seconds": round(estimate), "timeout": round(timeout),
+            "baseline": baseline,
+            "mutants": [{"key": m.key, "outcome": m.outcome, "executed": m.executed,
+                         "annotation_only": m.annotation_only, "timed_out": m.timed_out,
+                         "equivalence": verdicts.get(m.key)} for m in found]}
 
 
 def make_shards(work: Path, component: str, jobs: int, timeout: float,
@@ -681,59 +647,82 @@ def merge_shards(db_path: Path, shards: list[Path]) -> None:
                          f"the shards ran (see the shards' output): {left}")
 
 
-def report(scores: list[Score], work_root: Path) -> None:
+def run_header(seed: int, drawn: bool, jobs: int) -> dict:
+    """The run's JSON before any component: the seed, the commit, the property files that
+    differ from it, and whether the run is a first run (:func:`mutation_protocol.first_run`)."""
+    try:
+        commit = head_commit(ROOT)
+        changed = properties_changed(ROOT, commit)
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise SystemExit(f"{ROOT}: the score records a commit: run it from a git checkout "
+                         f"({error})") from error
+    return {"seed": seed, "seed_drawn": drawn, "commit": commit,
+            "properties_changed": changed, "first_run": first_run(drawn, changed),
+            "jobs": jobs, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "components": {}}
+
+
+def report(run: dict) -> None:
+    """Print a run's JSON as a table, then its first-run status and every survivor."""
     print(f"\n{'component':<11} {'sampled':>7} {'killed':>6} {'survived':>8} {'equiv':>5} "
-          f"{'cuda':>4} {'api':>3} {'incomp':>6} {'score':>6} {'time':>7}")
-    for s in scores:
-        print(f"{s.component:<11} {s.sampled:>7} {s.killed:>6} {s.survived:>8} "
-              f"{s.equivalent:>5} {s.cuda_only:>4} {s.api:>3} {s.incompetent:>6} "
-              f"{s.score:>6.0%} {s.seconds:>6.0f}s")
-    for s in scores:
-        baseline = work_root / s.component / "baseline.txt"
-        if baseline.exists():
-            print(f"  baseline [{s.component}] " + baseline.read_text().strip().replace(
-                "\n", f"\n  baseline [{s.component}] "))
-        verdicts = saved_verdicts(work_root / s.component)
-        for m in mutants(work_root / s.component / "session.sqlite"):
-            if m.outcome == "survived":
-                api = verdicts.get(m.key)
-                mark = (" (equivalent)" if m.key in EQUIVALENT else "") + (
-                    f" (refimpl API: unit test {api})" if api else "") + (
-                    " (CUDA-only)" if m.key in CUDA_ONLY else "") + (
-                    f" ({ANNOTATION_ONLY})" if m.annotation_only else "") + (
-                    "" if m.executed else f" ({NOT_EXECUTED})")
-                print(f"  survivor [{s.component}] {m.key}{mark}")
+          f"{'incomp':>6} {'score':>6} {'95% interval':>13} {'time':>7} {'estim.':>7}")
+    for name, c in run["components"].items():
+        low, high = c["interval_95"]
+        print(f"{name:<11} {c['sampled']:>7} {c['killed']:>6} {c['survived']:>8} "
+              f"{c['equivalent']:>5} {c['incompetent']:>6} {c['score']:>6.0%} "
+              f"{low:>6.0%}-{high:<6.0%} {c['seconds']:>6}s {c['estimated_seconds']:>6}s")
+    print(f"seed {run['seed']} at {run['commit'][:12]}: " + (
+        "first run" if run["first_run"] else "NOT a first run (" + (
+            "a replay of a given seed" if not run["seed_drawn"] else
+            "property files differ from the commit: " + ", ".join(
+                run["properties_changed"])) + ")"))
+    for name, c in run["components"].items():
+        print(f"  baseline [{name}] " + c["baseline"].replace(
+            "\n", f"\n  baseline [{name}] "))
+        if c["timed_out"]:
+            print(f"  [{name}] {c['timed_out']} of the killed ran past the "
+                  f"{c['timeout']} s timeout")
+        for m in c["mutants"]:
+            if m["outcome"] == "survived":
+                mark = (" (equivalent: only an annotation)" if m["annotation_only"] else "") \
+                    + (f" (equivalence test: {m['equivalence']})" if m["equivalence"]
+                       else "") + ("" if m["executed"] else f" ({NOT_EXECUTED})")
+                print(f"  survivor [{name}] {m['key']}{mark}")
 
 
-def finished(component: str, work_root: Path) -> Score | None:
-    """The figures of a finished session in ``work_root`` (``--report``), or None."""
-    work = work_root / component
-    if not (work / "session.sqlite").exists():
-        print(f"[{component}] no finished session in {work}")
-        return None
-    seconds_file = work / "seconds"
-    seconds = float(seconds_file.read_text()) if seconds_file.exists() else float("nan")
-    return score(component, mutants(work / "session.sqlite"), seconds, saved_verdicts(work))
+def parser() -> argparse.ArgumentParser:
+    """The command line (also read by tests/test_mutation_score.py to check the workflow)."""
+    parse = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parse.add_argument("--component", default=",".join(MODULES),
+                       help=f"comma-separated, of {', '.join(MODULES)}")
+    parse.add_argument("--sample", type=int, default=None,
+                       help="mutants per component (default: "
+                            + ", ".join(f"{c} {n}" for c, n in DEFAULT_SAMPLE.items()) + ")")
+    parse.add_argument("--seed", type=int, default=None,
+                       help="replay this seed (default: a fresh one; a replay is not a "
+                            "first run)")
+    parse.add_argument("--timeout", type=float, default=60.0,
+                       help="the least seconds a mutant may run; each component's timeout "
+                            "is the larger of this and twice its (traced) baseline's wall: "
+                            "a mutant past it is killed (cosmic-ray's rule: a hang)")
+    parse.add_argument("--jobs", type=int, default=1,
+                       help="mutants run side by side (the components run one after "
+                            "another, each split into this many shards)")
+    parse.add_argument("--work", type=Path, default=ROOT / ".mutation",
+                       help="work folder (copies of the tree, cosmic-ray sessions)")
+    parse.add_argument("--json", type=Path, default=None,
+                       help="the run's record (default: WORK/mutation-score.json)")
+    parse.add_argument("--report", action="store_true",
+                       help="only print the figures of the finished run in --json")
+    parse.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parse.add_argument("--client", type=Path, help=argparse.SUPPRESS)
+    parse.add_argument("pytest_args", nargs="*", help=argparse.SUPPRESS)
+    return parse
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--component", default=",".join(MODULES),
-                        help=f"comma-separated, of {', '.join(MODULES)}")
-    parser.add_argument("--sample", type=int, default=40, help="mutants per component")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="mutants run side by side (the components run one after "
-                             "another, each split into this many shards)")
-    parser.add_argument("--work", type=Path, default=ROOT / ".mutation",
-                        help="work folder (copies of the tree, cosmic-ray sessions)")
-    parser.add_argument("--report", action="store_true",
-                        help="only print the figures of the finished sessions in --work")
-    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--client", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("pytest_args", nargs="*", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    parse = parser()
+    args = parse.parse_args(argv)
     if args.serve:
         serve(args.serve)
     if args.client:
@@ -741,15 +730,27 @@ def main(argv: list[str] | None = None) -> int:
     components = [c for c in args.component.split(",") if c]
     unknown = [c for c in components if c not in MODULES]
     if unknown or not components:
-        parser.error(f"--component={args.component!r}: each must be one of {', '.join(MODULES)}")
-    if args.jobs < 1 or args.sample < 1:
-        parser.error(f"--jobs={args.jobs}, --sample={args.sample}: each must be >= 1")
+        parse.error(f"--component={args.component!r}: each must be one of {', '.join(MODULES)}")
+    if args.jobs < 1 or (args.sample is not None and args.sample < 1):
+        parse.error(f"--jobs={args.jobs}, --sample={args.sample}: each must be >= 1")
+    record = args.json or args.work / "mutation-score.json"
     if args.report:
-        scores = [s for s in map(lambda c: finished(c, args.work), components) if s]
-    else:
-        scores = [run_component(c, args.work, args.sample, args.seed, args.timeout,
-                                args.jobs) for c in components]
-    report(scores, args.work)
+        if not record.exists():
+            parse.error(f"--json={record}: no finished run there")
+        report(json.loads(record.read_text()))
+        return 0
+    check_equivalents(EQUIVALENT)
+    seed, drawn = draw_seed(args.seed)
+    print(f"seed {seed} ({'drawn for this run' if drawn else 'given: a replay'})", flush=True)
+    run = run_header(seed, drawn, args.jobs)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    for component in components:
+        size = args.sample or DEFAULT_SAMPLE[component]
+        run["components"][component] = run_component(component, args.work, size, seed,
+                                                     args.timeout, args.jobs)
+        record.write_text(json.dumps(run, indent=1) + "\n")
+    report(run)
+    print(f"written: {record}")
     return 0
 
 
