@@ -79,6 +79,8 @@ def test_the_page_is_in_the_sites_nav():
     assert re.search(r"^  - [^:]+: errors\.md$", nav, flags=re.MULTILINE)
 
 
+#: rows that reach an optional package's check: skipped (visibly) where it is not installed.
+NEEDS = {"--engine dask --jobs": "distributed"}
 #: what `refimpl fuzz` runs once its arguments are checked.
 CAMPAIGNS = ("run_and_report", "run_dask", "run_hypofuzz", "run_with_baseline")
 
@@ -103,6 +105,9 @@ def run_command(command: str) -> tuple[int, str]:
 @pytest.mark.parametrize("section,given,message,status", COMMAND_ROWS,
                          ids=[r[1] for r in COMMAND_ROWS])
 def test_command_row(section, given, message, status, tmp_path, monkeypatch):
+    for words, package in NEEDS.items():
+        if words in given:
+            pytest.importorskip(package, reason=f"the row needs {package}")
     for name in USER_FILES:
         (tmp_path / name).write_text(BLOCKS[name])
         monkeypatch.delitem(sys.modules, name.removesuffix(".py"), raising=False)
