@@ -17,10 +17,12 @@ Algorithm:
      stops at the first failure). Every test is selected for a change that may reach any
      test: one outside every function body (a module constant, a decorator, a default
      argument: it runs at import), or one executed outside a test's call (at collection, or
-     in a fixture's setup: the backend under test is built once, in the first test's setup).
+     in a fixture's setup: the backend under test is built once, in the first test's setup),
+     or one inside a cached function (``@cache``, ``@lru_cache``: its result, computed in one
+     test, is reused by tests that never run its body).
 Invariant: a test left out never executed the changed statement, so it passes on the mutant.
-It rests on one assumption, true of the mutated modules: no result they compute in one test
-is cached and reused by another.
+It rests on one assumption: no result the mutated modules compute in one test is reused by
+another, except through a function cached by decorator (every test is selected for those).
 """
 
 from __future__ import annotations
@@ -89,10 +91,26 @@ class LineTracer:
         self.out.write_text(json.dumps(data, indent=1, sort_keys=True))
 
 
+#: decorators whose function's result one test may compute and another reuse
+CACHING_DECORATORS = {"cache", "lru_cache", "cached_property"}
+
+
+def _caches(function: ast.AST) -> bool:
+    """Whether a function is cached by one of :data:`CACHING_DECORATORS` (``@cache``,
+    ``@functools.lru_cache(...)``)."""
+    for decorator in getattr(function, "decorator_list", ()):
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name in CACHING_DECORATORS:
+            return True
+    return False
+
+
 def statement_lines(source: str, line: int) -> set[int] | None:
     """The lines of the innermost statement of a function body holding ``line`` (a compound
-    statement: its header only), or None when ``line`` runs at import (outside every
-    function body: module and class level, decorators, default arguments)."""
+    statement: its header only), or None when ``line`` may affect any test: it runs at
+    import (outside every function body: module and class level, decorators, default
+    arguments), or in the body of a cached function (:func:`_caches`)."""
     tree = ast.parse(source)
     best: ast.stmt | None = None
     in_body = False
@@ -100,6 +118,8 @@ def statement_lines(source: str, line: int) -> set[int] | None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
             body = node.body if isinstance(node.body, list) else [node.body]
             if body[0].lineno <= line <= max(b.end_lineno for b in body):
+                if _caches(node):
+                    return None
                 in_body = True
         if isinstance(node, ast.stmt) and node.lineno <= line <= node.end_lineno:
             end = _header_end(node)

@@ -55,6 +55,32 @@ def test_statement_lines(line, expected):
     assert select_mod.statement_lines(SOURCE, line) == expected
 
 
+CACHED = textwrap.dedent('''\
+    import functools                    # 1
+    from functools import cache         # 2
+
+
+    @cache                              # 5
+    def table(x):                       # 6
+        return x + 1                    # 7
+
+
+    @functools.lru_cache(maxsize=None)  # 10
+    def other(x):                       # 11
+        return x * 2                    # 12
+
+
+    def plain(x):                       # 15
+        return table(x)                 # 16
+    ''')
+
+
+@pytest.mark.parametrize(("line", "expected"), [(7, None), (12, None), (16, {16})])
+def test_a_cached_function_body_selects_every_test(line, expected):
+    # a cached result computed in one test is read by tests that never run the body
+    assert select_mod.statement_lines(CACHED, line) == expected
+
+
 def coverage(lines: dict, seconds: dict) -> dict:
     return {"lines": lines, "seconds": seconds}
 
