@@ -8,7 +8,7 @@
 | module_tracker.py | which modules are running, forward and backward |
 | table.py          | the per-module table FlopCounterMode prints |
 | cli.py            | ``refimpl flops MODEL``: its arguments and their one-line errors |
-| models.py         | the MODELs it builds (refimpl's, torchvision:, hf:, the user's module:factory) |
+| models.py         | the MODELs it builds: refimpl's, torchvision:, hf:, a user's module:factory |
 | summary.py        | one counted run (forward, a training step's backward) and its formats |
 
 Public names (also on ``refimpl``): ``FlopCounterMode`` (``refimpl.flops.counter``),
