@@ -207,3 +207,22 @@ def test_attention_with_dropout_is_two_draws():
 def test_the_dropout_check_reads_the_call():
     """The control for the test above: the same graph with ``dropout_p=0`` merges (2 -> 1)."""
     assert _attention_calls(fx_graph_cse(_kernel_twice(0.0))) == 1
+
+
+@pytest.mark.parametrize("style", ["aten", "torch"])
+def test_a_view_returned_through_an_in_place_op_stays_its_own_object(style):
+    """Issue 29 (found when the judge began comparing output objects): ``a = x.view(-1)``,
+    ``b = x.view(-1)``, returning ``(b.mul_(2), a)``: ``mul_`` returns the object ``b``, so
+    ``b`` is returned and may not be merged into ``a`` (eager returns two objects)."""
+    spec = GraphSpec(num_inputs=1, side=3, outputs=(3, 1), style=style, nodes=(
+        NodeSpec(op="flatten_view", inputs=(0,), params=((-1,),)),
+        NodeSpec(op="flatten_view", inputs=(0,), params=((-1,),)),
+        NodeSpec(op="mul_", inputs=(2,), params=(2,)),
+    ))
+    gm = spec.traced()
+    new_graph = fx_graph_cse(gm.graph)
+    eager_first, eager_second = _run(gm, gm.graph, *spec.example_inputs())
+    first, second = _run(gm, new_graph, *spec.example_inputs())
+    assert eager_first is not eager_second
+    assert first is not second
+    assert bitwise_equal((first, second), (eager_first, eager_second))

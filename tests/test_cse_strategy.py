@@ -11,7 +11,7 @@ import math
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 
 from refimpl.strategies import (
     CONSTANTS,
@@ -20,6 +20,8 @@ from refimpl.strategies import (
     STYLES,
     VOCABULARY,
     GraphOptions,
+    NodeSpec,
+    graphs,
     never_merged_names,
     op_graphs,
 )
@@ -36,6 +38,19 @@ def test_generated_graphs_are_acyclic_valid_and_run(spec):
     gm = spec.traced()
     gm.graph.lint()
     assert len(gm(*spec.example_inputs())) == len(spec.outputs)
+
+
+@pytest.mark.parametrize("options", ["SOUNDNESS", "KEYWORDS", "CONSTANT_LOOKALIKES",
+                                     "RETURNED", "EFFECTFUL", "EFFECTS"])
+def test_every_property_strategy_draws_graphs_that_run(options):
+    """Each CSE property's strategy (near-duplicates whose keyword changed a shape, dtypes
+    from reductions and ``full``, patterns) draws graphs that build and run in both
+    dialects."""
+    @settings(max_examples=60, deadline=None, database=None)
+    @given(op_graphs(getattr(graphs, options)))
+    def runs(spec):
+        spec.traced()(*spec.example_inputs())
+    runs()
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -138,10 +153,11 @@ def test_write_between_rejects_an_op_it_cannot_repeat():
 
 @pytest.mark.parametrize("written", WRITTEN)
 def test_write_between_writes_each_value_then_reads_the_other(written):
-    """The write lands on the drawn value (base, first or second repeat), and the read
-    (the only output) reads a repeat that was not written."""
+    """The write lands on the drawn value (base, first or second repeat) after both repeats,
+    and the read (the only output) reads a repeat that was not written."""
     drawn = find_example(write_between_repeats("transpose"),
-                         lambda d: d.written == written, **_QUICK)
+                         lambda d: d.written == written and not d.through_view, **_QUICK)
+    assert not drawn.between
     nodes = drawn.spec.nodes
     base = 1 if nodes[0].op == "clone" else 0
     first, second = base + 1, base + 2
@@ -150,4 +166,23 @@ def test_write_between_writes_each_value_then_reads_the_other(written):
     assert write.inputs == ({"base": base, "first": first, "second": second}[written],)
     assert read.inputs == ((first,) if written == "second" else (second,))
     assert drawn.spec.outputs == (len(nodes),)
+    drawn.spec.traced()(*drawn.spec.example_inputs())
+
+
+@pytest.mark.parametrize("base_op", ["clone", None])
+def test_write_between_writes_through_a_view_between_the_repeats(base_op):
+    """``y = x.clone(); a = y.cos(); y.t().mul_(2); b = y.cos()`` (or on ``x`` itself): the
+    view reads the base, the write the view, the second repeat comes after the write and the
+    read reads it; such a merge is unsound."""
+    drawn = find_example(write_between_repeats("cos"), lambda d: d.between and d.through_view
+                         and (d.spec.nodes[0].op == "clone") == (base_op == "clone"), **_QUICK)
+    nodes = drawn.spec.nodes
+    base = 1 if base_op == "clone" else 0
+    first, view, write, second, read = nodes[base:]
+    assert first == second == NodeSpec("cos", (base,))
+    assert view.inputs == (base,) and VOCABULARY[view.op].family == "view"
+    assert write.inputs == (base + 2,) and VOCABULARY[write.op].family in (
+        "inplace", "inplace_random")
+    assert read.inputs == (base + 4,) and drawn.spec.outputs == (base + 5,)
+    assert not drawn.merge_is_sound
     drawn.spec.traced()(*drawn.spec.example_inputs())

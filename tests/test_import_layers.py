@@ -135,3 +135,53 @@ def test_an_upward_import_is_found(tmp_path):
     assert len(wrong) == 2
     assert any(w.startswith("refimpl.memory:") and "refimpl.oracle" in w for w in wrong)
     assert any(w.startswith("refimpl.expect.same:") and "imports refimpl.fuzz " in w for w in wrong)
+
+
+#: the systems the expectations judge (issue 29): an expectation computed by the code it
+#: checks would agree with that code's bugs, so ``refimpl/expect/`` imports none of them
+JUDGED_SYSTEMS = ("cse", "flops", "partition", "checkpointing", "layout")
+
+
+def judged_imports(root: Path) -> list[str]:
+    """Every import under ``root/expect`` (module level or inside a function) that reaches a
+    judged system: ``import refimpl.cse``, ``from refimpl.cse.effects import x``, ``from
+    refimpl import cse``, ``from ..layout import backend``."""
+    wrong = []
+    for path in sorted((root / "expect").rglob("*.py")):
+        module = module_name(path, root)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for line, target in imported_modules(tree, package):
+            names = [target] + [f"{target}.{name}" for name in _imported_names(tree, line)]
+            reached = sorted({unit_of(n) for n in names} & set(JUDGED_SYSTEMS))
+            if reached:
+                wrong.append(f"{module}:{line} imports {target} (judged system {reached[0]})")
+    return wrong
+
+
+def _imported_names(tree: ast.AST, line: int) -> list[str]:
+    """The names of the ``from ... import`` statements on ``line``."""
+    return [alias.name for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.lineno == line
+            for alias in node.names]
+
+
+def test_expectations_import_no_system_they_judge():
+    assert judged_imports(ROOT) == []
+
+
+def test_an_expectation_importing_a_judged_system_is_found(tmp_path):
+    """The checker itself: each way of reaching a judged system, at module level or inside a
+    function, is found, and an import of the strategies (allowed) is not."""
+    copy = tmp_path / "refimpl"
+    (copy / "expect").mkdir(parents=True)
+    (copy / "expect" / "judge.py").write_text(
+        "import refimpl.cse\n"
+        "from refimpl.strategies import op_graphs\n"
+        "from refimpl import flops\n"
+        "def f():\n    from ..layout.backend import compile_for\n"
+        "def g():\n    from refimpl.checkpointing import checkpoint\n"
+        "from .. import partition\n")
+    wrong = judged_imports(copy)
+    assert sorted(w.split(" (judged system ")[1].rstrip(")") for w in wrong) == sorted(
+        JUDGED_SYSTEMS), wrong

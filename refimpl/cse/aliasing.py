@@ -9,7 +9,9 @@ Invariant: two nodes in different classes never share storage. From the classes:
 
 * ``reshaped``: classes whose metadata some in-place view op changes (``t_``, ``squeeze_``);
 * ``escaping``: classes of the values the graph returns (their storage is observable), and
-  ``returned``: those values themselves (their identity as tensor objects is observable);
+  ``returned``: those values themselves (their identity as tensor objects is observable),
+  with the argument an in-place or ``out=`` op returns as itself (``x.mul_(2)`` returns the
+  object ``x``, so returning it returns ``x``);
 * ``write_positions`` / ``last_read``: the graph positions (ascending) at which some node
   writes a class (in place, ``out=``, an opaque call), and the last at which one reads it.
 """
@@ -48,6 +50,19 @@ def _find(parent: dict[fx.Node, fx.Node], node: fx.Node) -> fx.Node:
     return root
 
 
+def _returned_objects(nodes: list[fx.Node], effects: dict[fx.Node, Effect]) -> set[fx.Node]:
+    """The graph values whose tensor objects the graph returns: its outputs and, for each
+    that an op writing in place made, the value it wrote (the op returns that object)."""
+    returned = {v for n in nodes if n.op == "output" for v in node_inputs((n.args, n.kwargs))}
+    frontier = list(returned)
+    while frontier:
+        effect = effects[frontier.pop()]
+        same_object = set(effect.writes) & set(effect.aliases)
+        frontier += [v for v in same_object if v not in returned]
+        returned |= same_object
+    return returned
+
+
 def alias_facts(nodes: Iterable[fx.Node], effects: dict[fx.Node, Effect]) -> AliasFacts:
     """Union-find the storage classes of ``nodes`` from their effects."""
     nodes = list(nodes)
@@ -67,7 +82,7 @@ def alias_facts(nodes: Iterable[fx.Node], effects: dict[fx.Node, Effect]) -> Ali
             last_read[storage[source]] = i
     reshaped = {storage[w] for n in nodes if effects[n].inplace_view
                 for w in effects[n].writes}
-    returned = {v for n in nodes if n.op == "output" for v in node_inputs((n.args, n.kwargs))}
+    returned = _returned_objects(nodes, effects)
     escaping = {storage[v] for v in returned}
     return AliasFacts(storage, frozenset(reshaped), frozenset(escaping), frozenset(returned),
                       write_positions,

@@ -1,29 +1,50 @@
 """Is a CSE result sound? The judge the properties use, with a reproducer for its message.
 
 ``unsound_reasons(gm, new_graph, make_inputs)`` runs the original and the rewritten graph on
-equal fresh inputs and lists what differs:
+equal fresh inputs and lists what differs, by check (:data:`CHECKS`; a property names the
+checks it makes, so it fails only for what its name says):
 
-* the new graph fails ``lint`` or has more nodes;
-* it has fewer random, mutating, side-effecting, uninitialized or opaque nodes (those are
-  never merged);
-* an output, an input after the run (in-place writes), or the value any surviving node had
-  right after it ran, is not bit-identical (NaN and -0.0 compared by bits; nodes matched by
-  name, as both passes keep names). Both runs start from the same RNG seed: random nodes are
-  kept in order, so they draw the same numbers, and graphs with random ops are compared too;
-* which outputs share storage with which outputs and inputs.
+* ``structure``: the new graph fails ``lint`` or has more nodes;
+* ``kept``: it has fewer random, mutating, effectful, uninitialized or opaque nodes (those
+  are never merged; :func:`node_kind`);
+* ``values``: an output, an input after the run (in-place writes), or the value any
+  surviving node had right after it ran, is not bit-identical (dtype, NaN and -0.0 compared
+  by bits; nodes matched by name, as both passes keep names). Both runs start from the same
+  RNG seed: random nodes are kept in order, so they draw the same numbers, and graphs with
+  random ops are compared too;
+* ``aliasing``: which outputs share storage with which outputs and inputs, and which are
+  the same tensor object.
+
+:func:`node_kind` is this module's own reading of torch's documented semantics, written
+apart from any CSE: an aten op is random when tagged ``torch.Tag.nondeterministic_seeded``,
+mutating when its schema is mutable (an ``a!`` annotation), effectful when it returns
+nothing or torch.fx lists it as side-effectful (``Node.is_impure``); ``empty*`` ops return
+uninitialized memory (torch.empty's documentation). A torch function or Tensor method is
+read through the aten ops of its name, plus Python's conventions: a trailing ``_`` or an
+``inplace=True`` argument writes; ``operator.setitem`` and the augmented assignments
+(``iadd``...) write their target. Modules and other Python functions are opaque.
 """
 
 from __future__ import annotations
 
+import inspect
+import operator
 from collections import Counter
 from collections.abc import Callable, Collection, Hashable
 
 import torch
 from torch import fx
 
-from refimpl.cse.effects import effects_of
-
 KEPT_KINDS = ("random", "mutating", "side_effect", "uninitialized", "opaque")
+#: what :func:`unsound_reasons` can check (module docstring)
+CHECKS = ("structure", "kept", "values", "aliasing")
+#: ``operator`` functions that write their first argument: item assignment and the
+#: in-place operators of Python's ``operator`` documentation (``x[i] = v``, ``x += y``)
+_WRITING_OPERATORS = frozenset(getattr(operator, name) for name in (
+    "setitem", "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imatmul",
+    "imod", "imul", "ior", "ipow", "irshift", "isub", "itruediv", "ixor"))
+#: where a torch function named like an aten op lives
+_TORCH_MODULES = (torch, torch.nn.functional, torch.special, torch.linalg, torch.fft)
 
 
 def bitwise_equal(a, b) -> bool:
@@ -43,8 +64,67 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 def kept_counts(graph: fx.Graph) -> Counter[str]:
-    """How many nodes of each never-merged kind the graph has."""
-    return Counter(e.kind for e in effects_of(graph.nodes).values() if e.kind in KEPT_KINDS)
+    """How many nodes of each never-merged kind (:func:`node_kind`) the graph has."""
+    return Counter(kind for kind in map(node_kind, graph.nodes) if kind in KEPT_KINDS)
+
+
+def node_kind(node: fx.Node) -> str:
+    """``"structural"``, ``"pure"`` or one of :data:`KEPT_KINDS` (module docstring)."""
+    if node.op in ("placeholder", "get_attr", "output"):
+        return "structural"
+    if node.op == "call_module":
+        return "opaque"
+    if isinstance(node.target, torch._ops.OpOverload):
+        return _aten_kind([node.target], node)
+    if node.target in _WRITING_OPERATORS:
+        return "mutating"
+    if node.op == "call_function" and getattr(node.target, "__module__", "") in (
+            "_operator", "operator"):
+        return "pure"
+    return _named_kind(node)
+
+
+def _aten_kind(ops: list, node: fx.Node) -> str:
+    """The kind of a call of one of ``ops`` (aten overloads): any random one makes it random,
+    any mutable one mutating (a method's in-place overloads are read by the caller)."""
+    name = ops[0]._schema.name.split("::")[-1]
+    if any(torch.Tag.nondeterministic_seeded in op.tags for op in ops):
+        return "random"
+    if any(op._schema.is_mutable for op in ops):
+        return "mutating"
+    if name.startswith(("empty", "new_empty")):
+        return "uninitialized"
+    if all(not op._schema.returns for op in ops) or node.is_impure():
+        return "side_effect"
+    return "pure"
+
+
+def _named_kind(node: fx.Node) -> str:
+    """A Tensor method or torch function, read through the aten ops of its name."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    is_torch = node.op == "call_method" or any(
+        getattr(module, name, None) is node.target for module in _TORCH_MODULES)
+    packet = getattr(torch.ops.aten, name, None) if is_torch and name else None
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return "side_effect" if node.is_impure() else "opaque"
+    ops = [getattr(packet, overload) for overload in packet.overloads()]
+    pure_overloads = [op for op in ops if not op._schema.is_mutable] or ops
+    kind = _aten_kind(pure_overloads, node)
+    if kind == "random":
+        return kind
+    return "mutating" if name.endswith("_") or _writes_by_flag(node) else kind
+
+
+def _writes_by_flag(node: fx.Node) -> bool:
+    """An ``inplace`` argument that is not ``False`` (``F.relu(x, True)``), by keyword or
+    by position; an ``out=`` tensor."""
+    if node.kwargs.get("out") is not None:
+        return True
+    try:
+        bound = inspect.signature(node.target).bind(*node.args, **node.kwargs)
+    except (TypeError, ValueError):  # a method name, a builtin without a signature
+        return node.kwargs.get("inplace", False) is not False
+    return bound.arguments.get("inplace", False) is not False
 
 
 def _snapshot(value):
@@ -72,12 +152,14 @@ def run_recording(gm: fx.GraphModule, inputs: list,
         return Recorder(gm).run(*inputs), values
 
 
-def storage_pattern(outputs, inputs) -> list[list[bool]]:
-    """For each output tensor: does it share storage with each output and input tensor?"""
+def storage_pattern(outputs, inputs) -> list[list[tuple[bool, bool]]]:
+    """For each output tensor and each output and input tensor: do they share storage, and
+    are they the same tensor object?"""
     flat = [t for t in (*_leaves(outputs), *inputs) if isinstance(t, torch.Tensor)]
     ptrs = [t.untyped_storage().data_ptr() for t in flat]
     n_out = len([t for t in _leaves(outputs) if isinstance(t, torch.Tensor)])
-    return [[p == q for q in ptrs] for p in ptrs[:n_out]]
+    return [[(ptrs[i] == ptrs[j], flat[i] is flat[j]) for j in range(len(flat))]
+            for i in range(n_out)]
 
 
 def _leaves(value) -> list:
@@ -86,40 +168,63 @@ def _leaves(value) -> list:
 
 
 def unsound_reasons(gm: fx.GraphModule, new_graph: fx.Graph, make_inputs: Callable[[], list],
-                    must_keep: Collection[str] | None = None) -> list[str]:
-    """Everything that shows ``new_graph`` does not compute what ``gm.graph`` computes.
+                    must_keep: Collection[str] | None = None,
+                    checks: Collection[str] = CHECKS) -> list[str]:
+    """What of ``checks`` (:data:`CHECKS`) shows ``new_graph`` does not compute what
+    ``gm.graph`` computes; a graph that fails ``lint`` fails every check.
 
     ``must_keep``: names of nodes that must survive (random draws, writes), as the caller
     knows them independently (e.g. a generator's record); by default the never-merged
-    counts of refimpl's own effect rules (:func:`kept_counts`) are compared.
+    counts of this module's own classification (:func:`kept_counts`) are compared.
     """
+    unknown = set(checks) - set(CHECKS)
+    if unknown:
+        raise ValueError(f"checks={sorted(unknown)!r}: each must be one of {CHECKS}")
     try:
         new_graph.lint()
     except Exception as exc:  # lint raises RuntimeError or AssertionError
         return [f"lint failed: {exc}"]
     reasons = []
-    if len(new_graph.nodes) > len(gm.graph.nodes):
+    if "structure" in checks and len(new_graph.nodes) > len(gm.graph.nodes):
         reasons.append(f"node count grew: {len(gm.graph.nodes)} -> {len(new_graph.nodes)}")
+    if "kept" in checks:
+        reasons += _lost_nodes(gm.graph, new_graph, must_keep)
+    if "values" in checks or "aliasing" in checks:
+        reasons += _run_differences(gm, new_graph, make_inputs, checks)
+    return reasons
+
+
+def _lost_nodes(graph: fx.Graph, new_graph: fx.Graph,
+                must_keep: Collection[str] | None) -> list[str]:
     if must_keep is not None:
         lost = sorted(set(must_keep) - {n.name for n in new_graph.nodes})
-        if lost:
-            reasons.append(f"never-merged nodes removed: {lost}")
-    elif kept_counts(gm.graph) != kept_counts(new_graph):
-        reasons.append(f"never-merged nodes changed: {dict(kept_counts(gm.graph))} -> "
-                       f"{dict(kept_counts(new_graph))}")
+        return [f"never-merged nodes removed: {lost}"] if lost else []
+    if kept_counts(graph) != kept_counts(new_graph):
+        return [f"never-merged nodes changed: {dict(kept_counts(graph))} -> "
+                f"{dict(kept_counts(new_graph))}"]
+    return []
+
+
+def _run_differences(gm: fx.GraphModule, new_graph: fx.Graph,
+                     make_inputs: Callable[[], list], checks: Collection[str]) -> list[str]:
+    """Run both graphs from equal inputs and one RNG seed; what differs (values, aliasing)."""
+    reasons = []
     old_in, new_in = make_inputs(), make_inputs()
     old_out, old_values = run_recording(gm, old_in)
     new_out, new_values = run_recording(fx.GraphModule(gm, new_graph), new_in)
-    if not bitwise_equal(old_out, new_out):
-        reasons.append("outputs differ")
-    if not bitwise_equal(old_in, new_in):
-        reasons.append("inputs differ after the run (in-place writes)")
-    changed = [name for name, v in new_values.items() if name != "output"
-               and name in old_values and not bitwise_equal(old_values[name], v)]
-    if changed:
-        reasons.append(f"values of surviving nodes differ: {changed}")
-    if storage_pattern(old_out, old_in) != storage_pattern(new_out, new_in):
-        reasons.append("outputs share storage differently (with each other or the inputs)")
+    if "values" in checks:
+        if not bitwise_equal(old_out, new_out):
+            reasons.append("outputs differ")
+        if not bitwise_equal(old_in, new_in):
+            reasons.append("inputs differ after the run (in-place writes)")
+        changed = [name for name, v in new_values.items() if name != "output"
+                   and name in old_values and not bitwise_equal(old_values[name], v)]
+        if changed:
+            reasons.append(f"values of surviving nodes differ: {changed}")
+    if "aliasing" in checks and storage_pattern(old_out, old_in) != storage_pattern(
+            new_out, new_in):
+        reasons.append("outputs share storage differently (with each other or the inputs, "
+                       "or are one tensor object)")
     return reasons
 
 

@@ -124,10 +124,13 @@ def test_writes_are_never_merged_in_traced_code(refimpl_backend, spec):
 @pytest.mark.parametrize("op", REPEATABLE_OPS)
 @given(data=st.data())
 def test_a_write_between_equal_values(refimpl_backend, op, data):
-    """``op`` twice on one base, an in-place write (to the base or to one result), a read of
-    the other result: the backend's result is sound (test_cse.py's judge), and where the merge
-    is sound by hand (a view's repeat; two fresh results when only the base is written,
-    refimpl.strategies.write_between) the repeat is removed."""
+    """``op`` twice on one base, an in-place write (to the base or to one result, directly or
+    through a view; between the repeats or after both), a read of the other result: the
+    backend's result is sound (test_cse.py's judge), and where the write comes after both
+    repeats and the merge is sound by hand (a view's repeat; two fresh results when only the
+    base is written, refimpl.strategies.write_between) the repeat is removed. (A view
+    repeated across a write may be merged too; neither torch nor refimpl does, so it is not
+    asked.)"""
     drawn = data.draw(write_between_repeats(op))
     gm = drawn.spec.traced()
     reach(True)
@@ -137,7 +140,7 @@ def test_a_write_between_equal_values(refimpl_backend, op, data):
     assert not reasons, (f"{refimpl_backend.name} fx_graph_cse is unsound: {reasons}\n"
                          f"{drawn.spec}\nreproduce: gm = spec.traced(); fx_graph_cse(gm.graph)")
     removed = len(gm.graph.nodes) - len(new_graph.nodes)
-    assert removed >= 1 or not drawn.merge_is_sound, (
+    assert removed >= 1 or drawn.between or not drawn.merge_is_sound, (
         f"{refimpl_backend.name} fx_graph_cse kept the repeat of {op} (written: "
         f"{drawn.written}), a sound merge\n{drawn.spec}\n"
         "reproduce: gm = spec.traced(); fx_graph_cse(gm.graph)")

@@ -9,8 +9,18 @@ the shape of its result (``result``), and how to emit it as a graph node in each
   ``F.relu(x, True)``) and on ``operator`` (``x + y``, ``x[:, 0:2]``).
 
 The families are the effect classes CSE must tell apart: pure (``unary``, ``binary``,
-``constant``, ``reduction``, ``list``, ``matmul``), views (``view``), in-place writes
-(``inplace``), random draws (``random``) and in-place random draws (``inplace_random``).
+``constant``, ``reduction``, ``list``, ``matmul``), fresh tensors from a constant
+(``factory``: ``full((1, 1), c)``, whose dtype is the constant's type: int64, float32 or
+bool), views (``view``), in-place writes (``inplace``), random draws (``random``), in-place
+random draws (``inplace_random``) and effectful calls that return nothing (``effect``:
+``aten._print`` in make_fx's dialect, ``torch._assert`` in symbolic_trace's).
+
+Each value has a dtype (:class:`Value`): float32 inputs, float64 from a reduction's
+``dtype=`` keyword, int64 and bool from ``full``. Entries marked ``any_dtype`` read values of
+every dtype, the rest only floating ones (:func:`accepts`; a matmul's two of one dtype).
+An entry's ``kwarg_options`` lists the keyword values a near-duplicate may swap in:
+``gelu(x)`` then ``gelu(x, approximate="tanh")``, ``sum(x, [0], dtype=torch.float64)`` then
+``dtype=torch.float32``.
 The constants include the ones whose hashes collide (``1``, ``1.0``, ``True``; ``0.0``,
 ``-0.0``) and those ``==`` gets wrong for CSE (``nan`` and ``-nan``: different bits), and
 ``inf``. Extend the vocabulary by adding an OpKind to ``_KINDS``.
@@ -21,7 +31,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -36,17 +46,28 @@ Emit = Callable[[fx.Graph, list[fx.Node], tuple], fx.Node]
 #: NaN with its sign bit set, which ``==``-based keys cannot tell apart), and infinities.
 CONSTANTS: tuple = (1, 1.0, True, 2, 2.0, 0.0, -0.0, math.nan, -math.nan, math.inf,
                     -math.inf)
-#: families whose nodes are never merged (random draws, in-place writes).
-NEVER_MERGED_FAMILIES = ("random", "inplace", "inplace_random")
+#: families whose nodes are never merged (random draws, in-place writes, effectful calls).
+NEVER_MERGED_FAMILIES = ("random", "inplace", "inplace_random", "effect")
+FLOATING = (torch.float32, torch.float64)
 
 
 @dataclass(frozen=True)
 class Value:
-    """A value while generating: its shape, and whether it is contiguous (``view`` needs it)."""
+    """A value while generating: its shape, whether it is contiguous (``view`` needs it), its
+    dtype (None: not a tensor, what an effectful call returns)."""
 
     shape: Shape
     contiguous: bool = True
     storage: int = -1  # index of the value that owns the memory (set by the generator)
+    dtype: torch.dtype | None = torch.float32
+
+
+def _promoted(vs: list[Value], _p=()) -> torch.dtype:
+    """The dtype of an op on ``vs`` by torch's type promotion (scalars do not promote)."""
+    dtype = vs[0].dtype
+    for v in vs[1:]:
+        dtype = torch.promote_types(dtype, v.dtype)
+    return dtype
 
 
 @dataclass(frozen=True)
@@ -56,7 +77,9 @@ class OpKind:
     ``fits(values)`` says whether a prefix of candidate inputs is acceptable; ``params`` maps
     the chosen inputs and the allowed scalar constants to a strategy of parameters; ``emit``
     and ``emit_torch`` add the node(s) and return the value node; ``result`` gives the
-    output's :class:`Value`.
+    output's shape and contiguity, ``dtype`` its dtype; ``any_dtype``: it reads values of
+    every dtype, not only floating ones; ``kwarg_options``: (keyword, values) pairs a
+    near-duplicate may set (module docstring).
     """
 
     name: str
@@ -68,6 +91,15 @@ class OpKind:
     result: Callable[[list[Value], tuple], Value]
     params: Callable[[list[Value], tuple], st.SearchStrategy] = (
         lambda vs, consts: st.just(()))
+    dtype: Callable[[list[Value], tuple], torch.dtype | None] = _promoted
+    any_dtype: bool = False
+    kwarg_options: tuple[tuple[str, tuple], ...] = ()
+
+
+def accepts(kind: OpKind, value: Value) -> bool:
+    """May ``kind`` read ``value``? Never a non-tensor; a non-floating one only if the entry
+    reads every dtype."""
+    return value.dtype is not None and (kind.any_dtype or value.dtype in FLOATING)
 
 
 def _split(params: tuple, n_args: int) -> tuple[list, dict]:
@@ -140,6 +172,14 @@ def _constant(vs: list[Value], consts: tuple) -> st.SearchStrategy:
     return st.sampled_from(consts).map(lambda c: (c,))
 
 
+#: a reduction's ``dtype=`` keyword: the input's dtype, or either floating dtype.
+REDUCTION_DTYPES = (None, torch.float64, torch.float32)
+
+
+def _reduce_dtype(vs: list[Value], p: tuple) -> torch.dtype:
+    return dict(p[1:])["dtype"] or vs[0].dtype
+
+
 def _reduce_result(vs: list[Value], p: tuple) -> Value:
     dims, kwargs = p[0], dict(p[1:])
     shape = [1 if i in dims else s for i, s in enumerate(vs[0].shape)]
@@ -154,8 +194,10 @@ def _reduction(name: str, target, emit_torch: Emit) -> OpKind:
         _reduce_result,
         lambda vs, consts: st.tuples(_dim(vs).map(lambda d: (d,)), st.booleans()).flatmap(
             lambda t: _kwargs_in_either_order(("keepdim", st.just(t[1])),
-                                              ("dtype", st.just(None))).map(
-                lambda kw: (t[0], *kw))))
+                                              ("dtype", st.sampled_from(REDUCTION_DTYPES))).map(
+                lambda kw: (t[0], *kw))),
+        dtype=_reduce_dtype,
+        kwarg_options=(("dtype", REDUCTION_DTYPES), ("keepdim", (False, True))))
 
 
 def _view_result(fn: Callable[[Shape, tuple], Shape], contiguous: bool):
@@ -188,16 +230,33 @@ def _emit_scale_by_size_torch(graph: fx.Graph, nodes: list[fx.Node], params: tup
     return graph.call_function(operator.mul, (nodes[0], scale))
 
 
+def _emit_effect_torch(graph: fx.Graph, nodes: list[fx.Node], params: tuple) -> fx.Node:
+    """``torch._assert(True, message)``: the call symbolic_trace records for an assert on a
+    traced condition (here a constant one, so that it always holds)."""
+    return graph.call_function(torch._assert, (True, *params))
+
+
+def _full_dtype(vs: list[Value], p: tuple) -> torch.dtype:
+    """``full``'s dtype is inferred from its fill value: bool, int64 or the default float."""
+    return {bool: torch.bool, int: torch.int64}.get(type(p[1]), torch.float32)
+
+
 def _emit_list(target) -> Emit:
     return lambda g, ns, p: g.call_function(target, (list(ns), p[0]))
 
 
-def _unary(name, target, emit_torch: Emit, family="unary") -> OpKind:
-    return OpKind(name, family, 1, _any, _call(target), emit_torch, _same)
+def _unary(name, target, emit_torch: Emit, any_dtype=False) -> OpKind:
+    return OpKind(name, "unary", 1, _any, _call(target), emit_torch, _same,
+                  any_dtype=any_dtype)
 
 
-def _binary(name, target, emit_torch: Emit) -> OpKind:
-    return OpKind(name, "binary", 2, _binary_fits, _call(target), emit_torch, _binary_result)
+def _binary(name, target, emit_torch: Emit, any_dtype=False) -> OpKind:
+    return OpKind(name, "binary", 2, _binary_fits, _call(target), emit_torch, _binary_result,
+                  any_dtype=any_dtype)
+
+
+#: gelu's ``approximate`` keyword: left out (its default, ``"none"``) or given.
+GELU_APPROXIMATE = ("none", "tanh")
 
 
 def _inplace_random(name, target, emit_torch: Emit, params=()) -> OpKind:
@@ -206,10 +265,13 @@ def _inplace_random(name, target, emit_torch: Emit, params=()) -> OpKind:
 
 
 _PURE = [
-    _unary("clone", aten.clone.default, _method("clone")),
+    _unary("clone", aten.clone.default, _method("clone"), any_dtype=True),
     _unary("cos", aten.cos.default, _call(torch.cos)),
     _unary("tanh", aten.tanh.default, _method("tanh")),
-    _unary("gelu", aten.gelu.default, _call(F.gelu)),
+    OpKind("gelu", "unary", 1, _any, _call(aten.gelu.default), _call(F.gelu), _same,
+           lambda vs, consts: st.sampled_from(GELU_APPROXIMATE).map(
+               lambda a: (("approximate", a),)) | st.just(()),
+           kwarg_options=(("approximate", GELU_APPROXIMATE),)),
     _unary("neg", aten.neg.default, _call(operator.neg)),
     _unary("relu", aten.relu.default, _call(torch.relu)),
     # F.relu is a Python function whose ``inplace`` parameter defaults to False: not a write
@@ -218,8 +280,8 @@ _PURE = [
     OpKind("scale_by_size", "unary", 1, _any, _call(aten.mul.Tensor, 1),
            _emit_scale_by_size_torch, _same,
            lambda vs, consts: st.just((float(vs[0].shape[0]),))),
-    _binary("add", aten.add.Tensor, _call(operator.add)),
-    _binary("mul", aten.mul.Tensor, _method("mul")),
+    _binary("add", aten.add.Tensor, _call(operator.add), any_dtype=True),
+    _binary("mul", aten.mul.Tensor, _method("mul"), any_dtype=True),
     _binary("sub", aten.sub.Tensor, _call(torch.sub)),
     _binary("maximum", aten.maximum.default, _call(torch.maximum)),
     OpKind("add_scalar", "constant", 1, _any, _call(aten.add.Tensor, 1),
@@ -237,21 +299,28 @@ _PURE = [
            _emit_list(aten.cat.default), _emit_list(torch.cat),
            lambda vs, p: Value(tuple(2 * s if i == p[0] else s
                                      for i, s in enumerate(vs[0].shape))),
-           lambda vs, consts: _dim(vs).map(lambda d: (d,))),
+           lambda vs, consts: _dim(vs).map(lambda d: (d,)), any_dtype=True),
     OpKind("stack", "list", 2, lambda vs: _small(vs) and len(vs[0].shape) <= 2,
            _emit_list(aten.stack.default), _emit_list(torch.stack),
            lambda vs, p: Value((*vs[0].shape[:p[0]], 2, *vs[0].shape[p[0]:])),
-           lambda vs, consts: _dim(vs, extra=1).map(lambda d: (d,))),
+           lambda vs, consts: _dim(vs, extra=1).map(lambda d: (d,)), any_dtype=True),
     OpKind("mm", "matmul", 2,
            lambda vs: len(vs[-1].shape) == 2 and (
-               len(vs) < 2 or vs[1].shape[0] == vs[0].shape[1]),
+               len(vs) < 2 or (vs[1].shape[0] == vs[0].shape[1]
+                               and vs[1].dtype == vs[0].dtype)),
            _call(aten.mm.default), _call(torch.mm),
            lambda vs, p: Value((vs[0].shape[0], vs[1].shape[1]))),
     OpKind("bmm", "matmul", 2,
            lambda vs: len(vs[-1].shape) == 3 and (
-               len(vs) < 2 or vs[1].shape[:2] == (vs[0].shape[0], vs[0].shape[2])),
+               len(vs) < 2 or (vs[1].shape[:2] == (vs[0].shape[0], vs[0].shape[2])
+                               and vs[1].dtype == vs[0].dtype)),
            _call(aten.bmm.default), _method("bmm"),
            lambda vs, p: Value((*vs[0].shape[:2], vs[1].shape[2]))),
+    # a fresh tensor from a constant (dtype by its type); in-place writes may target it
+    OpKind("full", "factory", 0, _any, _call(aten.full.default, 2), _call(torch.full, 2),
+           lambda vs, p: Value(p[0]),
+           lambda vs, consts: _constant(vs, consts).map(lambda c: ((1, 1), *c)),
+           dtype=_full_dtype),
 ]
 _VIEWS = [
     OpKind("t", "view", 1, lambda vs: len(vs[0].shape) == 2, _call(aten.t.default),
@@ -305,6 +374,13 @@ _EFFECTS = [
     _inplace_random("random_", aten.random_.to, _method("random_", 1), (4,)),
     # a Python function outside torch's op namespaces (no schema to read): opaque
     _inplace_random("init_uniform_", aten.uniform_.default, _call(torch.nn.init.uniform_)),
+]
+_VIEWS = [replace(kind, any_dtype=True) for kind in _VIEWS]
+_EFFECTS += [
+    # returns nothing, prints: never merged, never read
+    OpKind("print", "effect", 0, _any, _call(aten._print.default, 1), _emit_effect_torch,
+           lambda vs, p: Value(()), lambda vs, consts: st.just(("refimpl op_graphs effect",)),
+           dtype=lambda vs, p: None),
 ]
 _KINDS = [*_PURE, *_VIEWS, *_EFFECTS]
 #: vocabulary name -> entry. Extend by adding an OpKind (its family switches it on and off).
