@@ -646,7 +646,7 @@ EFFECTS = GraphOptions(families=("unary", "view", "random", "inplace", "inplace_
                        patterns=("random_twice", "inplace_random_twice",
                                  "writes_through_views"))
 #: effectful calls that return nothing (prints, asserts), among pure ops
-EFFECTFUL = GraphOptions(families=("effect", "unary", "binary"), max_nodes=8,
+EFFECTFUL = GraphOptions(families=("effect", "unary"), max_nodes=8,
                          patterns=("effect_twice",))
 #: constants and what reads them, no keyword arguments (``gelu``, ``clamp`` left out):
 #: where ``x + 0.0`` meets ``x + -0.0``, nan meets -nan, ``full((1, 1), 1)`` meets ``True``.
