@@ -56,20 +56,25 @@ def _target(backend: type) -> str:
     return f"{backend.__module__}:{backend.__name__}"
 
 
-@contextlib.contextmanager
-def main_job_profile() -> Iterator[None]:
+def main_job_settings() -> settings:
     """The main CI job's Hypothesis settings (the ci profile, 10 examples), unshrunk: the
-    test reads only whether the property fails. The session's profile is restored after."""
-    previous = settings.get_current_profile_name()
+    test reads only whether the property fails."""
     register_profiles()
-    settings.register_profile(
-        "zoo-catch", parent=settings.get_profile("ci"), max_examples=10,
-        phases=[p for p in settings.get_profile("ci").phases if p is not Phase.shrink])
-    settings.load_profile("zoo-catch")
+    ci = settings.get_profile("ci")
+    return settings(ci, max_examples=10, phases=[p for p in ci.phases if p is not Phase.shrink])
+
+
+@contextlib.contextmanager
+def applied(prop, chosen: settings) -> Iterator[None]:
+    """``prop`` (a ``@given`` test) run under ``chosen``, as ``@settings(chosen)`` above its
+    ``@given`` would; its own settings are put back after (the module keeps one object)."""
+    key = "_hypothesis_internal_use_settings"
+    previous = getattr(prop, key)
+    setattr(prop, key, chosen)
     try:
         yield
     finally:
-        settings.load_profile(previous)
+        setattr(prop, key, previous)
 
 
 def run_catcher(backend: type) -> BaseException | None:
@@ -81,7 +86,7 @@ def run_catcher(backend: type) -> BaseException | None:
     prop = getattr(importlib.import_module(f"refimpl.properties.{module}"), test)
     fixtures = {"refimpl_backend": backend(), "refimpl_precision": Precision.named("float32")}
     wanted = {k: v for k, v in fixtures.items() if k in inspect.signature(prop).parameters}
-    with main_job_profile():
+    with applied(prop, main_job_settings()):
         try:
             prop(**wanted)
         except pytest.skip.Exception:
