@@ -22,7 +22,7 @@ import pytest
 
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 HARNESS_FILES = ("test_fuzz*.py", "test_cli_*.py", "test_gpu_*.py", "test_plugin_markers.py",
-                 "test_profiles.py", "test_repository_citations.py")
+                 "test_profiles.py", "test_repository_citations.py", "test_getting_started.py")
 
 
 def _plugin_is_installed() -> bool:
