@@ -65,6 +65,14 @@ def _positive(kind):
     return parse
 
 
+def _folder(text: str) -> Path:
+    """A folder argument: an empty string would mean the current folder, silently."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("name a folder (an empty name would write into the "
+                                         "current folder)")
+    return Path(text)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="refimpl",
                         help=f"{', '.join(builtin_target_names())}, or package.module:attribute "
@@ -83,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None,
                         help="fix Hypothesis's seed for repeatable rounds (Hypothesis then "
                              "neither reads nor writes the example database)")
-    parser.add_argument("--out", type=Path, default=Path("fuzz-out"),
+    parser.add_argument("--out", type=_folder, default=Path("fuzz-out"),
                         help="folder for report.json, reproducers/ and logs/ (default: fuzz-out)")
     again = parser.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true",

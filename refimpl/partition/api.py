@@ -14,6 +14,7 @@ eagerly), and a compiled call that reached no graph of the backend raises.
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -96,10 +97,27 @@ def compile(fn: Callable[..., Any], *, memory_budget: float | None = None,
     return run
 
 
+def _check_call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    """Refuse, in one line, a ``fn`` that is not callable or that these arguments do not fit
+    (else dynamo would report either as a many-line tracing error)."""
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable or an nn.Module, got {type(fn).__name__}")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: let the call say
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"fn={getattr(fn, '__name__', fn)!r} does not take these arguments: "
+                        f"{exc}") from None
+
+
 def _joint_graph(fn: Callable[..., Any], args: tuple, kwargs: dict,
                  options: PartitionOptions) -> tuple[JointGraph, list[Plan]]:
     """The plain joint graph of ``fn(*args, **kwargs)`` as ``compile`` partitions it (one
     forward run), and the plan made for it at ``options``."""
+    _check_call(fn, args, kwargs)
     graphs: list[JointGraph] = []
     plans: list[Plan] = []
     backend = DynamoBackend(options, on_plan=plans.append, on_graph=graphs.append)
