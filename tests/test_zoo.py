@@ -45,8 +45,6 @@ ROOT = Path(__file__).resolve().parent.parent
 ZOO = zoo_backends()
 #: zoo backends no property catches at 10 examples (name -> why); see docs/zoo.md.
 NOT_CAUGHT: dict[str, str] = {
-    "zoo:cse-ints-by-hash": "no drawn graph holds two calls differing only in -1 vs -2",
-    "zoo:flops-baddbmm-kwargs": "no drawn baddbmm passes beta/alpha by keyword",
     "zoo:layout-eager-taken-as-contiguous": "no drawn net takes a channels-last input",
     "zoo:layout-cat-output-contiguous": "no drawn net takes a channels-last input",
 }

@@ -22,7 +22,8 @@ drawn model is valid by construction and shrinks towards one small layer.
 the FLOP properties' generators must draw, each held at 20% of ci-profile draws by
 tests/test_features.py and listed in docs/features.md. Most live in
 :mod:`refimpl.strategies.flop_trees` (every op family, nesting, run modes, torch.compile),
-the fused inference paths in :mod:`refimpl.strategies.fused`.
+the fused inference paths in :mod:`refimpl.strategies.fused`, the mm-family calls'
+keyword scalars in :mod:`refimpl.strategies.matmul`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from refimpl.strategies.conv import ConvConfig, conv_configs
 from refimpl.strategies.features import Feature
 from refimpl.strategies.flop_trees import LeafSpec, ModuleTree, TreeSpec, module_trees
 from refimpl.strategies.fused import FUSED_MODULES, fused_cases
+from refimpl.strategies.matmul import matmul_cases
 
 __all__ = ["FEATURES", "FLOP_MODEL_FAMILIES", "FlopModel", "FunctionalLinear", "SdpaBlock",
            "flop_models"]
@@ -281,6 +283,14 @@ _FAMILY_MEANINGS = {
     "rnn": "nn.LSTM, nn.GRU or nn.RNN (fused LSTM kernel, decomposed GRU/RNN cells)",
 }
 
+_MM_FAMILY = "test_flops.py::test_mm_family_is_2mnk"
+
+
+def _mm_family_draws():
+    """The strategy ``test_mm_family_is_2mnk`` draws from (its ``CORE_MM`` ops)."""
+    return matmul_cases(ops=st.sampled_from(["mm", "addmm", "bmm", "baddbmm"]))
+
+
 #: the FLOP component's features (module docstring); docs/features.md lists them.
 FEATURES: tuple[Feature, ...] = (
     *(_tree_feature(f"family_{family}", meaning, _has_family(family))
@@ -318,4 +328,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("flops", "fused_attention", "a module whose inference path runs "
             "aten._native_multi_head_attention", _fused_draws,
             lambda v: v[0].kind in _ATTENTION_FUSED, _FUSED),
+    Feature("flops", "mm_keyword_scalars", "an addmm or baddbmm call passing beta and/or "
+            "alpha by keyword (pytorch/pytorch#98247)", _mm_family_draws,
+            lambda case: bool(case.scalars), _MM_FAMILY),
 )

@@ -23,7 +23,8 @@ An entry's ``kwarg_options`` lists the keyword values a near-duplicate may swap 
 ``dtype=torch.float32``.
 The constants include the ones whose hashes collide (``1``, ``1.0``, ``True``; ``0.0``,
 ``-0.0``) and those ``==`` gets wrong for CSE (``nan`` and ``-nan``: different bits), and
-``inf``. Extend the vocabulary by adding an OpKind to ``_KINDS``.
+``inf``; :data:`HASH_TWINS` holds the ints whose hashes collide (-1, -2), used as a dim or a
+constant. Extend the vocabulary by adding an OpKind to ``_KINDS``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ Emit = Callable[[fx.Graph, list[fx.Node], tuple], fx.Node]
 #: NaN with its sign bit set, which ``==``-based keys cannot tell apart), and infinities.
 CONSTANTS: tuple = (1, 1.0, True, 2, 2.0, 0.0, -0.0, math.nan, -math.nan, math.inf,
                     -math.inf)
+#: ints CPython hashes alike (``hash(-1) == hash(-2)``: -1 is the C error value), as a dim
+#: or a constant: a key compared by hash alone merges ``sum(x, [-1])`` and ``sum(x, [-2])``.
+HASH_TWINS: tuple[tuple[int, int], ...] = ((-1, -2),)
 #: families whose nodes are never merged (random draws, in-place writes, effectful calls).
 NEVER_MERGED_FAMILIES = ("random", "inplace", "inplace_random", "effect")
 FLOATING = (torch.float32, torch.float64)
@@ -181,7 +185,8 @@ def _reduce_dtype(vs: list[Value], p: tuple) -> torch.dtype:
 
 
 def _reduce_result(vs: list[Value], p: tuple) -> Value:
-    dims, kwargs = p[0], dict(p[1:])
+    kwargs = dict(p[1:])
+    dims = [d % len(vs[0].shape) for d in p[0]]  # a negative dim counts from the end
     shape = [1 if i in dims else s for i, s in enumerate(vs[0].shape)]
     if not kwargs["keepdim"]:
         shape = [s for i, s in enumerate(shape) if i not in dims]

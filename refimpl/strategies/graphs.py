@@ -15,8 +15,9 @@ values whose shapes fit, so every graph is acyclic and runs. Each node may inste
 earlier node (a deliberate duplicate, with its kwargs possibly in the other order, possibly
 reading the repeats of its inputs instead: ``x.clone().uniform_()`` written twice; or a
 near-duplicate whose constant is swapped for a lookalike: ``x + 0.0`` then ``x + -0.0``,
-``full((1, 1), 1)`` then ``full((1, 1), True)``; or one keyword argument set to another of
-the entry's ``kwarg_options``: ``gelu(x)`` then ``gelu(x, approximate="tanh")``). The outputs
+``full((1, 1), 1)`` then ``full((1, 1), True)``, ``sum(x, [-1])`` then ``sum(x, [-2])`` (ints
+of one hash); or one keyword argument set to another of the entry's ``kwarg_options``:
+``gelu(x)`` then ``gelu(x, approximate="tanh")``). The outputs
 are one to three computed tensors, and in about half the graphs that hold a repeat, a value
 and its repeat both (returned duplicates: two tensors to the caller).
 Swarm testing: each family may be switched off for a whole graph; the switches shrink towards
@@ -42,6 +43,7 @@ from refimpl.strategies.graph_ops import (
     CONSTANTS,
     FAMILIES,
     FLOATING,
+    HASH_TWINS,
     NEVER_MERGED_FAMILIES,
     VOCABULARY,
     OpKind,
@@ -254,9 +256,16 @@ def _draw_node(draw, kinds: list[OpKind], values: list[Value], constants: tuple)
 
 def _lookalikes(value, constants: tuple) -> list:
     """The constants ``==`` (or NaN-ness) confuses with ``value`` although their type or bits
-    differ: 1, 1.0 and True; 0.0 and -0.0; nan and -nan."""
+    differ: 1, 1.0 and True; 0.0 and -0.0; nan and -nan; and the other ints of its hash
+    (-1 and -2: CPython hashes -1 as -2)."""
     return [c for c in constants if _identity(c) != _identity(value)
-            and (c == value or (math.isnan(c) and math.isnan(value)))]
+            and (c == value or (math.isnan(c) and math.isnan(value))
+                 or _hash_twins(c, value))]
+
+
+def _hash_twins(a, b) -> bool:
+    """Two different ints of one hash (``hash(-1) == hash(-2)``)."""
+    return type(a) is type(b) is int and a != b and hash(a) == hash(b)
 
 
 def _identity(value) -> tuple:
@@ -400,6 +409,33 @@ def _lookalike_pair(same_type: bool):
     return add
 
 
+def _add_hash_twin_pair(draw, drawn: _Drawn, kinds: list[OpKind], options) -> None:
+    """A call with an int and, right after it, the same call with its hash twin
+    (:data:`HASH_TWINS`: -1, -2): as a scalar constant (``x + -1``, ``full((1, 1), -1)``)
+    or as a reduction's dim over a value of two or more dims (``sum(x, [-1])``)."""
+    pool = tuple(c for pair in HASH_TWINS for c in pair)
+    constant, twin = draw(st.sampled_from([(c, d) for c in pool for d in _lookalikes(c, pool)]))
+    reductions = [k for k in kinds if k.family == "reduction"]
+    scalars = _scalar_kinds(kinds)
+    if reductions and (not scalars or draw(st.booleans())):
+        kind = draw(st.sampled_from(reductions))
+        matrices = [i for i, v in enumerate(drawn.values)
+                    if len(v.shape) >= 2 and drawn.fits(kind, (i,))]
+        if not matrices:
+            return
+        target = draw(st.sampled_from(matrices))
+        params = draw(kind.params([drawn.values[target]], options.constants))
+        first = NodeSpec(kind.name, (target,), ((constant,), *params[1:]))
+        second = replace(first, params=((twin,), *params[1:]))
+    else:
+        first = _draw_node(draw, scalars, drawn.values, (constant,))
+        if first.op == "clone":  # the fallback: nothing fits
+            return
+        second = replace(first, params=(*first.params[:-1], twin))
+    drawn.add(first)
+    drawn.add(second)
+
+
 def _twice(family: str):
     return lambda draw, drawn, kinds, options: _add_twice(draw, drawn, kinds, options, family)
 
@@ -442,6 +478,8 @@ PATTERNS = (
     Pattern("keyword_pair", lambda ks, o: any(k.kwarg_options for k in ks),
             _add_keyword_pair),
     Pattern("lookalike_pairs", lambda ks, o: bool(_scalar_kinds(ks)), _add_lookalike_pairs),
+    Pattern("hash_twin_pair", lambda ks, o: bool(_scalar_kinds(ks)) or _has("reduction")(ks, o),
+            _add_hash_twin_pair),
     *(Pattern(f"{family}_twice", _has(family), _twice(family))
       for family in ("random", "inplace_random", "effect")),
 )
@@ -593,6 +631,13 @@ def shows_signed_zero_or_nan(spec: GraphSpec) -> bool:
                for a, b in _near_pairs(spec))
 
 
+def shows_int_hash_twins(spec: GraphSpec) -> bool:
+    """Two calls that differ only in ints of one hash: -1 and -2 (a dim, a constant)."""
+    return any((pairs := _differing_constants(a, b))
+               and all(_hash_twins(x, y) for x, y in pairs)
+               for a, b in _near_pairs(spec))
+
+
 def _writes_through_view(spec: GraphSpec, of_input: bool) -> bool:
     owner = _storages(spec)
     return any(VOCABULARY[n.op].family in ("inplace", "inplace_random")
@@ -637,7 +682,7 @@ def _feature(name: str, meaning: str, options: GraphOptions, detect, used_by: st
 
 #: the strategies of the CSE properties (refimpl/properties/test_cse.py), by what they judge
 SOUNDNESS = GraphOptions(patterns=("writes_through_views", "mutated_factory", "keyword_pair",
-                                   "effect_twice"))
+                                   "effect_twice", "hash_twin_pair"))
 DETERMINISTIC = GraphOptions(
     families=tuple(f for f in FAMILIES if f not in ("random", "inplace_random")),
     patterns=("writes_through_views", "mutated_factory", "keyword_pair", "lookalike_pairs"))
@@ -690,4 +735,7 @@ FEATURES: tuple[Feature, ...] = (
              "test_effectful_calls_are_never_merged"),
     _feature("mutated_factory", "a full((1, 1), c) written in place, and an equal full call",
              SOUNDNESS, shows_mutated_factory, "test_cse_is_sound"),
+    _feature("int_hash_twins", "two calls that differ only in -1 and -2, ints of one hash "
+             "(sum(x, [-1]) and sum(x, [-2]); x + -1 and x + -2)", SOUNDNESS,
+             shows_int_hash_twins, "test_cse_is_sound"),
 )

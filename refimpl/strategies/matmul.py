@@ -2,7 +2,9 @@
 
 :func:`matmul_cases` draws a :class:`MatmulCase`: an op (mm, addmm, bmm, baddbmm, addbmm,
 mv, addmv, dot, outer, addr) with sizes ``batch, m, k, n`` (each >= 1) and, for the ops with
-a bias, a bias shape that broadcasts to the result. It shrinks towards ``mm`` of 1x1 by 1x1.
+a bias, a bias shape that broadcasts to the result, and the ``beta``/``alpha`` scalars it
+passes by keyword (none, one or both; pytorch/pytorch#98247's formula raised on a keyword it
+did not expect). It shrinks towards ``mm`` of 1x1 by 1x1.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from hypothesis import strategies as st
 
-__all__ = ["MATMUL_OPS", "MatmulCase", "matmul_cases", "matmul_dims"]
+__all__ = ["MATMUL_OPS", "SCALED_OPS", "MatmulCase", "matmul_cases", "matmul_dims"]
 
 #: op name -> (factor shapes as a function of (b, m, k, n), result shape).
 MATMUL_OPS: dict[str, tuple] = {
@@ -28,6 +30,11 @@ MATMUL_OPS: dict[str, tuple] = {
     "addr": (lambda b, m, k, n: [(m,), (n,)], lambda b, m, k, n: (m, n)),
 }
 
+#: the ops that take ``beta`` (the bias's scale) and ``alpha`` (the product's) as keywords
+SCALED_OPS = frozenset({"addmm", "baddbmm", "addbmm", "addmv", "addr"})
+#: the keyword scalar sets a case may pass; the first (none) is where shrinking goes
+_KEYWORD_SETS = ((), ("beta",), ("alpha",), ("beta", "alpha"))
+
 _EFFECTIVE = {  # the (batch, m, k, n) each op multiplies: vector forms set sizes to 1
     "mm": lambda b, m, k, n: (1, m, k, n), "addmm": lambda b, m, k, n: (1, m, k, n),
     "bmm": lambda b, m, k, n: (b, m, k, n), "baddbmm": lambda b, m, k, n: (b, m, k, n),
@@ -39,7 +46,8 @@ _EFFECTIVE = {  # the (batch, m, k, n) each op multiplies: vector forms set size
 
 @dataclass(frozen=True)
 class MatmulCase:
-    """One call of ``torch.<op>``: sizes, and the bias shape for the ops that take one."""
+    """One call of ``torch.<op>``: sizes, the bias shape for the ops that take one, and the
+    ``(name, value)`` scalars (``beta``, ``alpha``) passed by keyword, empty for none."""
 
     op: str
     batch: int
@@ -47,6 +55,7 @@ class MatmulCase:
     k: int
     n: int
     bias_shape: tuple[int, ...] | None
+    scalars: tuple[tuple[str, float], ...] = ()
 
     @property
     def factor_shapes(self) -> list[tuple[int, ...]]:
@@ -63,7 +72,7 @@ class MatmulCase:
         return [torch.randn(s, requires_grad=requires_grad) for s in shapes]
 
     def run(self, *args: torch.Tensor) -> torch.Tensor:
-        return getattr(torch, self.op)(*args)
+        return getattr(torch, self.op)(*args, **dict(self.scalars))
 
 
 def matmul_dims(max_size: int = 6) -> st.SearchStrategy[tuple[int, int, int, int]]:
@@ -86,4 +95,8 @@ def matmul_cases(draw, ops: st.SearchStrategy[str] | None = None,
         # drop leading dims and set some to 1: shapes that broadcast to the result
         keep = draw(st.integers(0, len(full)))
         bias = tuple(d if draw(st.booleans()) else 1 for d in full[len(full) - keep:])
-    return MatmulCase(op, b, m, k, n, bias)
+    scalars: tuple[tuple[str, float], ...] = ()
+    if op in SCALED_OPS:
+        names = draw(st.sampled_from(_KEYWORD_SETS))
+        scalars = tuple((name, draw(st.sampled_from([0.5, 2.0]))) for name in names)
+    return MatmulCase(op, b, m, k, n, bias, scalars)
