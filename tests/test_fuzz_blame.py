@@ -58,7 +58,7 @@ CASES = {"Raises": "raised RuntimeError: boom",
 def test_a_broken_backend_is_the_targets_failure(tmp_path: Path, backend: str):
     (tmp_path / "blame_backends.py").write_text(BACKENDS)
     done = _run("fuzz", "--target", f"blame_backends:{backend}", "--component", "cse",
-                "--max-examples", "2", "--out", str(tmp_path / "o"), cwd=tmp_path)
+                "--max-examples", "2", "--no-shrink", "--out", str(tmp_path / "o"), cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     rows = report_of(tmp_path / "o")
     assert rows and all(r["outcome"] == "failed" and not r["harness_defect"]

@@ -23,7 +23,8 @@ from refimpl.fuzz.outdir import check_out
 from refimpl.fuzz.report import REBUILT_FROM_CODE
 from tests.test_fuzz import _run, report_of, write_suite
 
-pytestmark = pytest.mark.slow
+#: under pytest-xdist every test here runs on one worker, so the module's campaign runs once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("reproducer-campaign")]
 
 TENSOR_SUITE = '''
 import torch

@@ -10,8 +10,9 @@ with REPRODUCED; the pytest route honours `--refimpl-max-examples` (profile `dev
 passes. The page shows torch 2.13.0's output: the numbers are compared on the release the
 harness tests run on (conftest.py, HARNESS_FILES).
 
-Cost: the four commands run once per module; 474 s of wall time on 2 shared, busy cores (torch
-2.13.0), most of it `test_cse_is_sound` shrinking its failure in both campaigns.
+Cost: the four commands run once per session (one xdist worker runs the module); 474 s of
+wall time on 2 shared, busy cores (torch 2.13.0), most of it `test_cse_is_sound` shrinking its
+failure in both campaigns.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+#: under pytest-xdist every test here runs on one worker, so the walkthrough runs once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("first-hour-walkthrough")]
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "getting-started.md"
 SECTION = "## Check a backend of your own"
