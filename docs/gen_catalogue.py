@@ -79,7 +79,7 @@ def _class_node(module_name: str, class_name: str) -> tuple[ast.ClassDef, dict[s
 def class_methods(module_name: str, class_name: str) -> set[str]:
     """Names a class defines, its own and its refimpl bases', read from the source.
 
-    Static on purpose: a FLOP peer's module imports its optional package at the top, and the
+    Static on purpose: a FLOP peer's adapter imports its optional package when built, and the
     page must not depend on which extras the machine that builds it has installed."""
     node, imported = _class_node(module_name, class_name)
     names = {item.name for item in node.body

@@ -1,4 +1,4 @@
-"""The FLOP-peer adapters (refimpl/oracle/targets/peer_*.py) on a few fixed examples, where
+"""The FLOP-peer adapters (refimpl/oracle/targets/flop_peers.py) on a few fixed examples, where
 their package is installed (skipped, visibly, where it is not); their registry entries and
 extras; the model strategy and the hand derivation the peer properties rely on.
 
@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import configparser
 import importlib.metadata
+import importlib.util
 import pathlib
 import sys
+import types
 
 import pytest
 import torch
@@ -133,16 +135,93 @@ def test_each_peer_is_a_builtin_target_with_its_extra(name):
     assert PEERS[name] in extras["peers"]
 
 
+def _block(monkeypatch, package: str) -> None:
+    """Make ``import package`` (and its submodules) raise ImportError for this test."""
+    for loaded in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
+        monkeypatch.setitem(sys.modules, loaded, None)
+    monkeypatch.setitem(sys.modules, package, None)
+
+
 @pytest.mark.parametrize("name", list(PEERS))
 def test_missing_package_is_missing_extra_naming_it(monkeypatch, name):
+    """Every peer's package blocked: the adapters' module still imports (it defers each
+    peer's import to the adapter's construction), and loading the target fails at load time
+    with MissingExtra naming the extra."""
     module = BUILTIN_TARGETS[name].factory.partition(":")[0]
+    for package in set(PEERS.values()):
+        _block(monkeypatch, package)
     monkeypatch.delitem(sys.modules, module, raising=False)
-    package = PEERS[name]
-    for loaded in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
-        monkeypatch.setitem(sys.modules, loaded, None)  # importing it raises ImportError
-    monkeypatch.setitem(sys.modules, package, None)
+    importlib.import_module(module)
     with pytest.raises(MissingExtra, match=rf"refimpl\[{BUILTIN_TARGETS[name].extra}\]"):
         load_backend(name)
+
+
+NOT_INSTALLED = [name for name in PEERS if importlib.util.find_spec(PEERS[name]) is None]
+
+
+@pytest.mark.parametrize("name", NOT_INSTALLED or [
+    pytest.param("thop", marks=pytest.mark.skip(reason="every peer package is installed here"))])
+def test_peer_not_installed_fails_at_load_in_one_line(name):
+    """A peer whose package is really absent from this environment (no monkeypatching):
+    ``load_backend`` raises, before any count, one line naming the target, the missing
+    module and the pip command of its extra."""
+    with pytest.raises(MissingExtra) as info:
+        load_backend(name)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"target {name!r} needs an optional package that is not installed")
+    assert f"No module named '{PEERS[name]}'" in message
+    assert message.endswith(f"pip install 'refimpl[{BUILTIN_TARGETS[name].extra}]'")
+
+
+class _FakeAnalysis:
+    """fvcore's FlopCountAnalysis, as far as the adapter uses it."""
+
+    def __init__(self, model, inputs):
+        self.handles = {}
+
+    def set_op_handle(self, **handles):
+        self.handles.update(handles)
+
+    def unsupported_ops_warnings(self, enabled):
+        pass
+
+    def uncalled_modules_warnings(self, enabled):
+        pass
+
+    def total(self):
+        return 100 + sum(handle(None, None) for handle in self.handles.values())
+
+
+#: name -> (counter attribute, a stand-in returning 100 MACs the way the peer returns them)
+FAKE_COUNTERS = {
+    "fvcore": _FakeAnalysis,
+    "ptflops": lambda model, res, **kw: (100, 7),
+    "ptflops-aten": lambda model, res, **kw: (100, 7),
+    "thop": lambda model, inputs, verbose: (100, 7),
+    "calflops": lambda model, args, **kw: (999, 100, 7),
+    "deepspeed": lambda model, args, **kw: (999, 100, 7),
+    "torchprofile": lambda model, inputs: 100,
+}
+
+
+@pytest.mark.parametrize("name", list(PEERS))
+def test_adapter_reads_its_counter_in_macs(monkeypatch, name):
+    """Each adapter with its peer's counting function replaced by a stand-in (so it runs where
+    the peer is not installed): the function is looked up by the adapter's ``counter`` when
+    the target is loaded, called on the model, and its MACs (100) become 200 FLOPs."""
+    module_name, _, attribute = peer_class(name).counter.partition(":")
+    fake = types.ModuleType(module_name)
+    setattr(fake, attribute, FAKE_COUNTERS[name])
+    monkeypatch.setitem(sys.modules, module_name, fake)
+    model, inputs = _linear()
+    assert load_backend(name).model_flops(model, inputs) == 200
+
+
+def peer_class(name: str) -> type:
+    """The adapter class of target ``name`` (importing it needs no peer package)."""
+    module_name, _, attribute = BUILTIN_TARGETS[name].factory.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
 
 
 def test_conventions_reject_unknown_families_and_units():
