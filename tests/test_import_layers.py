@@ -10,11 +10,18 @@ import of the facade itself.
 
 Invariant checked: the arrows of the import graph all point down ``LAYERS``, so the graph
 has no cycle between units and a lower layer can be read (and tested) without the ones above.
+
+The same holds module by module (:func:`import_circles`): inside a unit too, no module
+imports, directly or through others, a module that imports it back.
+
+The package's files: ``refimpl/`` and the property suite, the top-level ``properties/`` folder
+shipped as ``refimpl.properties`` (setup.cfg maps the package there); both are read.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "refimpl"
@@ -58,11 +65,28 @@ RANK = {unit: rank for rank, layer in enumerate(LAYERS) for unit in layer}
 _ALIASES = {"__main__": "cli"}
 
 
-def module_name(path: Path, root: Path = ROOT) -> str:
-    parts = path.relative_to(root.parent).with_suffix("").parts
+def module_name(path: Path, root: Path = ROOT, prefix: tuple[str, ...] = ("refimpl",)) -> str:
+    """The dotted name of the module at ``path`` of the package ``prefix`` held in ``root``."""
+    parts = prefix + path.relative_to(root).with_suffix("").parts
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
+
+
+def package_files(root: Path = ROOT) -> dict[str, Path]:
+    """Dotted name -> file of every module of the package whose checkout folder is ``root``,
+    and of its property suite where that lies beside it (``root/../properties``)."""
+    files = {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+    suite = root.parent / "properties"
+    if (suite / "__init__.py").is_file():
+        files |= {module_name(path, suite, ("refimpl", "properties")): path
+                  for path in sorted(suite.rglob("*.py"))}
+    return files
+
+
+def package_of(module: str, path: Path) -> str:
+    """The package a module's relative imports start from."""
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
 
 
 def unit_of(module: str) -> str | None:
@@ -94,12 +118,10 @@ def imported_modules(tree: ast.AST, package: str) -> list[tuple[int, str]]:
 def upward_imports(root: Path) -> list[str]:
     """Every import under ``root`` that points to a layer higher than (or beside) its own."""
     wrong = []
-    for path in sorted(root.rglob("*.py")):
-        module = module_name(path, root)
+    for module, path in package_files(root).items():
         unit = unit_of(module)
-        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         tree = ast.parse(path.read_text(), filename=str(path))
-        for line, target in imported_modules(tree, package):
+        for line, target in imported_modules(tree, package_of(module, path)):
             target_unit = unit_of(target)
             if target_unit is None or target_unit == unit:
                 continue
@@ -112,7 +134,7 @@ def upward_imports(root: Path) -> list[str]:
 
 
 def test_every_unit_is_placed_in_a_layer():
-    units = {unit_of(module_name(path)) for path in ROOT.rglob("*.py")}
+    units = {unit_of(module) for module in package_files()}
     assert units - set(RANK) == set(), "a new package or module needs a place in LAYERS"
     assert set(RANK) - units == set(), "LAYERS names a unit that no longer exists"
 
@@ -152,9 +174,8 @@ def judged_imports(root: Path) -> list[str]:
     wrong = []
     for path in sorted((root / "expect").rglob("*.py")):
         module = module_name(path, root)
-        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         tree = ast.parse(path.read_text(), filename=str(path))
-        for line, target in imported_modules(tree, package):
+        for line, target in imported_modules(tree, package_of(module, path)):
             names = [target] + [f"{target}.{name}" for name in _imported_names(tree, line)]
             reached = sorted({unit_of(n) for n in names} & set(JUDGED_SYSTEMS))
             if reached:
@@ -188,3 +209,152 @@ def test_an_expectation_importing_a_judged_system_is_found(tmp_path):
     wrong = judged_imports(copy)
     assert sorted(w.split(" (judged system ")[1].rstrip(")") for w in wrong) == sorted(
         JUDGED_SYSTEMS), wrong
+
+
+# --- import circles, module by module ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Edge:
+    """One import statement of ``source`` that reaches the module ``target``."""
+
+    source: str
+    line: int
+    target: str
+    in_function: bool  # inside a def or lambda: runs when called, not when imported
+
+
+def import_edges(root: Path = ROOT) -> list[Edge]:
+    """Every import of one package module by another, read with :mod:`ast`.
+
+    Each ``import a.b`` names module ``a.b``; ``from a import b`` names module ``a.b`` where
+    that is a module, else ``a`` (``b`` is an attribute of it); relative imports are
+    resolved. The parent packages an import runs on the way (``a/__init__.py`` for ``a.b``)
+    are not edges: every submodule would form a circle with a package that re-exports it.
+    Imports inside functions are edges too (marked ``in_function``): they run later, but a
+    module that needs another which needs it back is one concept split across two files
+    whichever way the import is written.
+    """
+    files = package_files(root)
+    edges = []
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node, in_function in _import_nodes(tree):
+            for target in _targets(node, package_of(module, path), files):
+                if target != module:
+                    edges.append(Edge(module, node.lineno, target, in_function))
+    return edges
+
+
+def _import_nodes(tree: ast.AST, in_function: bool = False):
+    """(import statement, whether it sits inside a def or lambda) of every import in
+    ``tree``."""
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child, in_function
+        inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                   ast.Lambda))
+        yield from _import_nodes(child, inside)
+
+
+def _targets(node: ast.Import | ast.ImportFrom, package: str, files: dict[str, Path]):
+    """The package modules one import statement names."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        (_, base), = imported_modules(node, package)
+        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base
+                 for alias in node.names]
+    return sorted({name for name in names if name in files})
+
+
+def circles(edges: list[Edge]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm: a
+    depth-first search in which ``low[v]`` is the earliest search index reachable from
+    ``v``'s subtree through the stack; ``v`` roots a component when ``low[v]`` is its own
+    index). Invariant: a module is in a returned component iff it lies on an import
+    circle."""
+    graph: dict[str, set[str]] = {}
+    for edge in edges:
+        graph.setdefault(edge.source, set()).add(edge.target)
+        graph.setdefault(edge.target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def import_circles(root: Path = ROOT) -> list[str]:
+    """One paragraph per circle: its modules, then each import between two of them."""
+    edges = import_edges(root)
+    report = []
+    for component in circles(edges):
+        inside = [e for e in edges if e.source in component and e.target in component]
+        lines = [f"{e.source}:{e.line} imports {e.target}"
+                 + (" (inside a function)" if e.in_function else "") for e in inside]
+        report.append(f"circle of {len(component)} modules: {', '.join(component)}\n  "
+                      + "\n  ".join(lines))
+    return report
+
+
+def test_no_import_circle():
+    found = import_circles()
+    assert found == [], "\n" + "\n".join(found)
+
+
+def _copy_package(tmp_path: Path) -> Path:
+    """A copy of the package's modules in one folder, the property suite in its place."""
+    copy = tmp_path / "refimpl"
+    for module, path in package_files().items():
+        parts = module.split(".")[1:]
+        target = (copy.joinpath(*parts, "__init__.py") if path.name == "__init__.py"
+                  else copy.joinpath(*parts[:-1], parts[-1] + ".py"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text())
+    return copy
+
+
+def test_an_import_circle_is_found(tmp_path):
+    """The checker itself: a copy of the package (property suite included) has no circle;
+    with ``memory`` importing ``models`` at module level and ``models`` importing ``memory``
+    back through a relative import inside a function, it has one, printed with the two
+    imports that close it."""
+    copy = _copy_package(tmp_path)
+    assert import_circles(copy) == []
+    (copy / "memory.py").write_text((copy / "memory.py").read_text()
+                                    + "\nimport refimpl.models\n")
+    (copy / "models.py").write_text((copy / "models.py").read_text()
+                                    + "\ndef f():\n    from . import memory\n")
+    found = import_circles(copy)
+    assert len(found) == 1, found
+    assert found[0].startswith("circle of 2 modules: refimpl.memory, refimpl.models\n")
+    assert "refimpl.memory:" in found[0] and " imports refimpl.models\n" in found[0]
+    assert found[0].endswith("imports refimpl.memory (inside a function)")
+
+
+def test_an_import_of_a_name_reaches_the_package_not_a_module(tmp_path):
+    """``from refimpl.oracle import load_backend`` is an edge to ``refimpl.oracle`` (the
+    package's ``__init__``), ``from refimpl.oracle import backend`` one to the module."""
+    copy = _copy_package(tmp_path)
+    (copy / "memory.py").write_text("from refimpl.oracle import load_backend, backend\n")
+    targets = {e.target for e in import_edges(copy) if e.source == "refimpl.memory"}
+    assert targets == {"refimpl.oracle", "refimpl.oracle.backend"}
