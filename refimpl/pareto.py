@@ -30,9 +30,9 @@ import torch
 import torch._functorch.config as fconfig
 
 from refimpl.models import MODELS
-from refimpl.outputs import file_problem
 from refimpl.partition.cut import recompute_cost, saved_bytes
 from refimpl.partition.options import PartitionOptions
+from refimpl.user_files import file_problem
 
 HELP = "memory vs recompute over budgets 0..1: optimum, torch's plan, knapsack (PNG, CSV, JSON)"
 

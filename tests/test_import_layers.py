@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent / "refimpl"
 
 #: The layers, lowest first. A unit may import only units of strictly lower layers.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # leaves: the activation meter, output-path checks, the model zoo, the user's code loader
-    ("memory", "outputs", "models", "user_code"),
+    # leaves: the activation meter, the user's files (code loaded, output paths), the model zoo
+    ("memory", "user_files", "models"),
     # the FLOP formula table and counter (its command line reads the model zoo and output
     # checks); the one conv FLOP formula lives here and the layout pass reads it
     ("flops",),

@@ -39,7 +39,7 @@ from refimpl.flops.models import (
     parse_shape,
 )
 from refimpl.flops.summary import RENDERERS, count
-from refimpl.outputs import file_problem
+from refimpl.user_files import file_problem
 
 HELP = "print a model's FLOPs, MACs and parameters per module and per op (forward by default)"
 FORMATS = tuple(RENDERERS)

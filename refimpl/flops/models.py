@@ -3,7 +3,7 @@
 MODEL is one of refimpl's own (``resnet18``, ``transformer``, ``mlp``), a torchvision model
 (``torchvision:NAME``), a transformers model built from its config (``hf:NAME``), or the
 user's own ``module:factory`` (loaded as ``refimpl fuzz --target`` loads a backend:
-:func:`refimpl.user_code.import_attribute`, the current folder first), run on one random
+:func:`refimpl.user_files.import_attribute`, the current folder first), run on one random
 tensor of ``--input-shape`` and ``--dtype``.
 
 Every way the user's code can fail before the count (the module raises at import, the factory
@@ -20,7 +20,7 @@ import math
 import torch
 
 from refimpl.models import MODELS
-from refimpl.user_code import import_attribute
+from refimpl.user_files import import_attribute
 
 #: one sample's shape (the batch dimension is added in front) for each of refimpl's models.
 SAMPLE_SHAPES: dict[str, tuple[int, ...]] = {

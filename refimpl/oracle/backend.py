@@ -17,7 +17,7 @@ from torch import fx, nn
 from refimpl.oracle.accepts import AcceptsError, accepted_kinds, declared, filtered
 from refimpl.oracle.blame import blamed
 from refimpl.oracle.registry import BUILTIN_TARGETS
-from refimpl.user_code import import_attribute, split_spec
+from refimpl.user_files import import_attribute, split_spec
 
 #: component name -> the Backend method that provides it.
 COMPONENTS: dict[str, str] = {
