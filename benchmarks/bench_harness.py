@@ -1,6 +1,6 @@
 """Harness speed: examples per second of each TARGET property, refimpl and torch in one run.
 
-Only target properties count (those in refimpl/properties/, recording the reach event; strategy
+Only target properties count (those in properties/, recording the reach event; strategy
 meta-tests live in tests/ and are not measured). Each component's properties run once against
 refimpl (timed by pytest-benchmark) and once against torch in the same session, both under
 the ci profile through the campaign runner (one worker process each, as `refimpl fuzz` runs

@@ -16,7 +16,7 @@ Both sides check the same derandomised examples (``programs()`` and a budget) ag
 A failing example (torch breaks the bound and the random draws: docs/findings.md) costs its
 time like any other and is counted. ``extra_info`` holds examples/s of each and the ratio
 (goal: after / before >= 3). Today's figure, measured before the change with the property
-itself (``CI=true pytest refimpl/properties/test_partition_differential.py --refimpl-target torch``,
+itself (``CI=true pytest properties/test_partition_differential.py --refimpl-target torch``,
 torch 2.13.0, generate phase): 6 examples in 15.5 s, 0.39 examples/s.
 
     OMP_NUM_THREADS=1 python -m pytest benchmarks/bench_partition_properties.py \

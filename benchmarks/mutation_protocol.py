@@ -33,7 +33,7 @@ Z95 = 1.959963984540054
 #: What a killing suite is made of besides refimpl's component code: the properties, their
 #: strategies and expectations, the oracle's backend plumbing and the shared conftest. A run
 #: measures the suite at the recorded commit only when none of these differs from it.
-PROPERTY_PATHS = ("refimpl/properties", "refimpl/strategies", "refimpl/expect",
+PROPERTY_PATHS = ("properties", "refimpl/strategies", "refimpl/expect",
                   "refimpl/oracle", "conftest.py")
 
 

@@ -2,7 +2,7 @@
 
 A mutant is refimpl with one small change (an operator, a constant, a comparison, a boolean)
 made by cosmic-ray. The *killing suite* of a component is its target properties (the tests in
-``refimpl/properties/test_<component>*.py`` that take the ``refimpl_backend`` fixture), run against
+``properties/test_<component>*.py`` that take the ``refimpl_backend`` fixture), run against
 refimpl under the ``ci`` Hypothesis profile, stopping at the first failure. A mutant is killed
 when that suite fails (or runs past the per-mutant timeout), survives when it passes. The score
 of a component is ``killed / (killed + survived - equivalent)``, with its 95% Wilson interval,
@@ -149,7 +149,12 @@ EQUIVALENT: dict[str, tuple[str, str]] = {}
 #: What the fork server imports before forking (never refimpl: the children import the mutant).
 PRELOADED = ("torch", "torch.fx", "torch._dynamo", "numpy", "scipy")
 
-COPIED = ["refimpl", "conftest.py", "pyproject.toml", "setup.cfg", "benchmarks", "tests"]
+#: What the work folder holds: each path of the checkout (key) at its place there (value). The
+#: property suite goes where the wheel installs it, inside refimpl/: the children import
+#: refimpl.properties from the work folder, with the mutated package.
+COPIED = {"refimpl": "refimpl", "properties": "refimpl/properties", "conftest.py": "conftest.py",
+          "pyproject.toml": "pyproject.toml", "setup.cfg": "setup.cfg",
+          "benchmarks": "benchmarks", "tests": "tests"}
 #: what the client prints for a mutant no target property executes
 NOT_EXECUTED = "no target property executes the mutated statement"
 #: what the client prints for a mutant that changed only annotations (never evaluated)
@@ -388,12 +393,12 @@ def copy_tree(work: Path, component: str) -> None:
         shutil.rmtree(work)
     work.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
-    for name in COPIED:
+    for name, place in COPIED.items():
         src = ROOT / name
         if src.is_dir():
-            shutil.copytree(src, work / name, ignore=ignore)
+            shutil.copytree(src, work / place, ignore=ignore)
         elif src.exists():
-            shutil.copy2(src, work / name)
+            shutil.copy2(src, work / place)
     for path in MODULES[component]:
         (work / PRISTINE / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(work / path, work / PRISTINE / path)
@@ -527,12 +532,12 @@ def unit_test_exit(work: Path, test: str) -> int:
     """pytest's exit code for ``test`` in a fresh copy of ``work``'s (unmutated) tree."""
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp)
-        for name in COPIED:
-            src = work / name
+        for place in COPIED.values():  # refimpl/properties comes with refimpl/ and again
+            src = work / place
             if src.is_dir():
-                shutil.copytree(src, copy / name)
+                shutil.copytree(src, copy / place, dirs_exist_ok=True)
             elif src.exists():
-                shutil.copy2(src, copy / name)
+                shutil.copy2(src, copy / place)
         env = dict(environment(copy), PYTHONPATH=str(copy))
         return subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p",
                                "no:cacheprovider", test], cwd=copy, env=env,

@@ -127,7 +127,7 @@ def _component_section(comp: str, props: list[Property], file_docs: dict[str, st
              f"Backend method: {named}. Built-in targets that provide it: "
              f"{', '.join(dict.fromkeys(have)) or 'none'}.", ""]
     for file in dict.fromkeys(p.file for p in props):
-        lines += [f"### `refimpl/properties/{file}`", "", file_docs[file] or "(no docstring)", ""]
+        lines += [f"### `properties/{file}`", "", file_docs[file] or "(no docstring)", ""]
         for prop in (p for p in props if p.file == file):
             lines += [f"#### `{prop.name}`", ""]
             if reach is not None:

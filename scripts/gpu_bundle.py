@@ -59,8 +59,9 @@ DEVICE_MARKERS = {"python_version": "3.12", "python_full_version": "3.12.3",
 #: the wheel platforms the device's pip takes besides "any" (glibc 2.28 or older, x86-64).
 DEVICE_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
                     "manylinux2014_x86_64", "manylinux1_x86_64")
-#: what refimpl's wheel is built from (a copy, so the checkout's own metadata is untouched).
-WHEEL_SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "LICENSE", "refimpl")
+#: what refimpl's wheel is built from (a copy, so the checkout's own metadata is untouched);
+#: properties/ is the property suite, which setup.cfg installs as refimpl.properties.
+WHEEL_SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "LICENSE", "refimpl", "properties")
 
 
 class BundleError(Exception):
@@ -187,7 +188,7 @@ def make(out: Path, seeds: Path) -> dict:
     (out / "requirements.txt").write_text(requirements_text())
     record = {"made": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "commit": git("rev-parse", "HEAD"),
-              "tree_changed": bool(git("status", "--porcelain", "--", "refimpl")),
+              "tree_changed": bool(git("status", "--porcelain", "--", "refimpl", "properties")),
               "wheels": check_installable(out / "wheels"),
               "seeds": copy_seeds(seeds, out / "seeds")}
     (out / "bundle.json").write_text(json.dumps(record, indent=1) + "\n")

@@ -1,6 +1,6 @@
 """Self-checks behind the checkpoint properties: the module-stack strategy and refimpl's state.
 
-The properties of the target live in refimpl/properties/test_checkpoint_properties.py; these are
+The properties of the target live in properties/test_checkpoint_properties.py; these are
 meta-tests of ``refimpl.strategies.modules`` and refimpl's own ``checkpoint.state`` invariant
 (cleared after every forward, also after injected exceptions).
 """

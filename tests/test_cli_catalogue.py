@@ -10,7 +10,7 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PROPERTIES = ROOT / "refimpl" / "properties"
+PROPERTIES = ROOT / "properties"
 
 
 def _load_generator():

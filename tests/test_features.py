@@ -22,7 +22,7 @@ from refimpl.fuzz.profiles import register_profiles
 from refimpl.strategies.features import MIN_SHARE, Feature, all_features
 
 ROOT = Path(__file__).resolve().parent.parent
-PROPERTIES = ROOT / "refimpl" / "properties"
+PROPERTIES = ROOT / "properties"
 FEATURES = all_features()
 
 

@@ -1,4 +1,4 @@
-"""Meta-tests of the FLOP properties' strategies (moved from refimpl/properties/, issue 11): they
+"""Meta-tests of the FLOP properties' strategies (moved from properties/, issue 11): they
 draw valid inputs, cover the features the properties need, and reach the fused paths."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Pins of torch's FLOP table against refimpl's: every op in both tables, on the same drawn
 inputs (meta tensors: the formulas read shapes, and most kernels need CUDA to run). Moved
-from refimpl/properties/ (issue 11): this checks torch, not the target.
+from properties/ (issue 11): this checks torch, not the target.
 
 Each op's count must be equal, except for the differences documented in docs/differences.md
 "## FLOPs"; for those torch must give exactly the documented wrong answer (so an undocumented
@@ -286,7 +286,7 @@ def test_raw_flash_reads_the_layout_right_on_2_14(op, data):
     check(op, data.draw(case_strategy(op, flash_fixed=True)))
 
 
-# --- whole-counter differentials (moved from refimpl/properties/test_flops.py) -------------
+# --- whole-counter differentials (moved from properties/test_flops.py) -------------
 
 def global_counts(counter_cls, fn) -> dict:
     with counter_cls(display=False) as mode:

@@ -99,7 +99,7 @@ def test_a_scheduler_and_two_workers_catch_a_broken_backend(scheduler: str, data
     # every property of the component is listed (a parametrized one once per case);
     # --fail-fast stopped the rest
     written = {line.split("(")[0].removeprefix("def ")
-               for path in sorted((ROOT / "refimpl" / "properties").glob("test_cse*.py"))
+               for path in sorted((ROOT / "properties").glob("test_cse*.py"))
                for line in path.read_text().splitlines() if line.startswith("def test_")}
     assert {name.split("[")[0] for name in rows} == written, (rows, written)
     assert all(r["outcome"] in ("passed", "failed", "interrupted", "not run")

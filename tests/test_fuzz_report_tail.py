@@ -18,8 +18,8 @@ from refimpl.fuzz import hypofuzz
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.oracle import load_backend
 
-SOUND = "refimpl/properties/test_cse.py::test_cse_is_sound"
-IDEMPOTENT = "refimpl/properties/test_cse.py::test_cse_is_idempotent"
+SOUND = "properties/test_cse.py::test_cse_is_sound"
+IDEMPOTENT = "properties/test_cse.py::test_cse_is_idempotent"
 
 
 def _one_worker(opts, files, status_dir: Path, stopped_by) -> None:

@@ -1,6 +1,6 @@
 """The ``inductor`` target's adapter on a few examples (inductor compiles C++ on CPU: slow,
 so few compiles). The partition properties run against it with
-``pytest refimpl/properties/test_partition_*.py --refimpl-target inductor``."""
+``pytest properties/test_partition_*.py --refimpl-target inductor``."""
 
 from __future__ import annotations
 

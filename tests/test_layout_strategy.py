@@ -1,6 +1,6 @@
 """Self-checks behind the layout properties: meta-tests of ``refimpl.strategies.nets``.
 
-The properties of the target live in refimpl/properties/test_layout.py. These check the strategy
+The properties of the target live in properties/test_layout.py. These check the strategy
 itself: valid nets, trainable training nets, every feature generated, and how often the pass
 converts (the reach the properties rely on).
 """

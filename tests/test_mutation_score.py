@@ -221,9 +221,9 @@ def git(root: Path, *args: str) -> str:
 
 @pytest.fixture
 def repo(tmp_path):
-    (tmp_path / "refimpl" / "properties").mkdir(parents=True)
-    (tmp_path / "refimpl" / "cse").mkdir()
-    (tmp_path / "refimpl" / "properties" / "test_a.py").write_text("def test_a(): pass\n")
+    (tmp_path / "properties").mkdir()
+    (tmp_path / "refimpl" / "cse").mkdir(parents=True)
+    (tmp_path / "properties" / "test_a.py").write_text("def test_a(): pass\n")
     (tmp_path / "refimpl" / "cse" / "keys.py").write_text("X = 1\n")
     git(tmp_path, "init", "-q")
     git(tmp_path, "add", ".")
@@ -241,11 +241,11 @@ def test_a_fresh_seed_on_the_committed_properties_is_a_first_run(repo):
 
 def test_a_changed_or_new_property_file_is_not_a_first_run(repo):
     commit = protocol.head_commit(repo)
-    (repo / "refimpl" / "properties" / "test_a.py").write_text("def test_a(): assert 0\n")
+    (repo / "properties" / "test_a.py").write_text("def test_a(): assert 0\n")
     (repo / "refimpl" / "strategies").mkdir()
     (repo / "refimpl" / "strategies" / "new.py").write_text("")
     changed = protocol.properties_changed(repo, commit)
-    assert changed == ["refimpl/properties/test_a.py", "refimpl/strategies/new.py"]
+    assert changed == ["properties/test_a.py", "refimpl/strategies/new.py"]
     assert not protocol.first_run(True, changed)
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "tuned")

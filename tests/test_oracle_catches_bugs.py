@@ -3,7 +3,7 @@
 Each broken backend (tests/broken_backends.py) is fuzzed on its one component under the
 derandomised ci profile, stopping at the first failing property and without shrinking (the
 shrinking and the reproducers are tested in tests/test_fuzz*.py). A pass here means a TARGET
-property (refimpl/properties/) failed on an example within the ci profile's budget: a property file
+property (properties/) failed on an example within the ci profile's budget: a property file
 that cannot even be collected does not count as catching anything.
 """
 

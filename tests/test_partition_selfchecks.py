@@ -1,4 +1,4 @@
-"""Self-checks of refimpl's partitioner on random programs (moved out of refimpl/properties/: they
+"""Self-checks of refimpl's partitioner on random programs (moved out of properties/: they
 check refimpl itself, whatever the target).
 
 * every solver's compiled run stays within its plan's bound, and the plan's bytes are the

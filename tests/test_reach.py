@@ -4,7 +4,7 @@ ci profile (issue 11), and `refimpl fuzz --target refimpl` passes.
 One campaign serves every assertion here: `refimpl fuzz --target refimpl --profile ci` over all
 components (the ci profile's example count, derandomised), run once per session; each target
 property's reach is then read from its report.json (one parametrized case per property, found
-by reading refimpl/properties/ without importing it). Set ``REFIMPL_REACH_REPORT`` to the
+by reading properties/ without importing it). Set ``REFIMPL_REACH_REPORT`` to the
 report.json of such a campaign that already ran (CI's main job, say) to read it instead of
 running another.
 Cost: the whole property suite once at the ci profile (measured in docs/fuzzing.md).
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROPERTIES = ROOT / "refimpl" / "properties"
+PROPERTIES = ROOT / "properties"
 MIN_REACH = 0.5
 #: target properties whose interesting case refimpl refuses by design, with the reason: their
 #: reach against refimpl is 0 (every example ends in the refusal the property accepts), and
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.xdist_group("reach-campaign")
 
 
 def target_properties() -> list[str]:
-    """``file::function`` of every test function in refimpl/properties/ that takes the backend."""
+    """``file::function`` of every test function in properties/ that takes the backend."""
     found = []
     for path in sorted(PROPERTIES.glob("test_*.py")):
         for node in ast.parse(path.read_text()).body:

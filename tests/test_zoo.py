@@ -125,7 +125,7 @@ def test_every_zoo_backend_is_documented_and_real():
         assert re.fullmatch(r"[\w.-]+/[\w.-]+#\d+", backend.issue), backend.name
         assert backend.title and backend.__doc__ and backend.issue in backend.__doc__
         module, test = backend.catcher.split("::")
-        source = (ROOT / "refimpl" / "properties" / f"{module}.py").read_text()
+        source = (ROOT / "properties" / f"{module}.py").read_text()
         assert f"def {test}(" in source, f"{backend.name}: no property {backend.catcher}"
         row = next(line for line in page.splitlines() if f"`{backend.name}`" in line)
         assert backend.issue in row and test in row, f"docs/zoo.md row for {backend.name}"

@@ -1,7 +1,9 @@
 """Where the property suite lives, and which of its files belong to each component.
 
-A component's properties are the files ``test_<component>*.py`` in the suite's folder
-(``refimpl/properties/`` of the source tree unless ``--properties`` names another).
+A component's properties are the files ``test_<component>*.py`` in the suite's folder: the
+installed ``refimpl.properties`` package unless ``--properties`` names another. A checkout
+holds it at the top level, ``properties/``, which setup.cfg's ``package_dir`` installs (a wheel
+or an editable install) as ``refimpl.properties``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ def properties_folder(name: str) -> Path:
 
 
 def default_properties_dir() -> Path:
-    """The folder of the installed ``refimpl.properties`` package (a wheel or a checkout)."""
+    """The folder of the installed ``refimpl.properties`` package (a wheel or a checkout);
+    an error if that name resolved to a folder without ``__init__.py`` (a stray
+    ``refimpl/properties/`` in a checkout shadows the mapped ``properties/``)."""
+    if refimpl.properties.__file__ is None:
+        raise ImportError(
+            f"refimpl.properties is the folder {list(refimpl.properties.__path__)}, not the "
+            "property suite: remove that stray folder (a checkout keeps the suite in "
+            "properties/)")
     return Path(refimpl.properties.__file__).resolve().parent
 
 

@@ -680,7 +680,7 @@ def _feature(name: str, meaning: str, options: GraphOptions, detect, used_by: st
                    f"test_cse.py::{used_by}")
 
 
-#: the strategies of the CSE properties (refimpl/properties/test_cse.py), by what they judge
+#: the strategies of the CSE properties (properties/test_cse.py), by what they judge
 SOUNDNESS = GraphOptions(patterns=("writes_through_views", "mutated_factory", "keyword_pair",
                                    "effect_twice", "hash_twin_pair"))
 DETERMINISTIC = GraphOptions(

@@ -3,7 +3,7 @@
 Each property records its reach once per example: whether the op family under test ran and
 was counted (> 0). Expected values are hand derivations written here or in
 refimpl.expect.flops, never refimpl's formula table. Run against torch with
-``pytest refimpl/properties/test_flops.py --refimpl-target torch``: the grouped-convolution and the
+``pytest properties/test_flops.py --refimpl-target torch``: the grouped-convolution and the
 fused-inference properties fail on torch (docs/findings.md). The properties that need
 ``uncounted_ops()`` (refimpl's extension of torch's API) skip, visibly, for a counter
 without it.

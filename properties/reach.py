@@ -2,7 +2,7 @@
 
 A property that passes on examples that never reach its interesting case (a budget that does
 not bind, a net the layout pass leaves alone, a graph with nothing to merge) proves little.
-Every target property in ``refimpl/properties/`` calls :func:`reach` once per example with
+Every target property in ``properties/`` calls :func:`reach` once per example with
 whether the example reached that case. The value is recorded as a Hypothesis event (key
 :data:`REACH_EVENT`, payload ``"reached"`` or ``"not reached"``), so it shows in Hypothesis's
 statistics (``pytest --hypothesis-show-statistics``) and in the observability stream, from which

@@ -10,7 +10,7 @@ GRU) and compares the backend's forward count with an independent hand derivatio
 matrix product, nothing else). A family the backend does not count comparably is skipped,
 visibly, with its stated reason; a disagreement beyond the stated conventions fails.
 
-Run against a peer: ``pytest refimpl/properties/test_model_flops.py --refimpl-target thop``.
+Run against a peer: ``pytest properties/test_model_flops.py --refimpl-target thop``.
 """
 
 from __future__ import annotations
