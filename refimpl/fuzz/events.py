@@ -8,7 +8,8 @@ Loaded with ``-p refimpl.fuzz.events`` in each worker; it reads these environmen
                            (outcome, examples, reach counts, seconds, reason, message, the
                            shrunk failing example and where its arguments were saved).
 ``REFIMPL_FUZZ_SETTINGS``  JSON overrides of the Hypothesis profile in force
-                           (``max_examples``, ``database``, ``phases``).
+                           (``max_examples``, ``database``, ``phases``,
+                           ``report_multiple_bugs``).
 ``REFIMPL_FUZZ_TIMEOUT``   seconds one example may run (default: no limit).
 ``REFIMPL_FUZZ_CURRENT``   a file rewritten before every example with the example's call,
                            its start (``at``, wall-clock seconds) and the examples the
@@ -20,6 +21,9 @@ Loaded with ``-p refimpl.fuzz.events`` in each worker; it reads these environmen
                            reproducer replays one example, nothing is saved.
 ``REFIMPL_FUZZ_SKIP``      a reason: every collected property is skipped with it (the target
                            lacks the component; nothing runs, nothing can pass).
+``REFIMPL_FUZZ_REPEATABLE`` set (the campaign has a ``--seed``): shrinking is bounded by
+                           Hypothesis's step count only, not also by its five minutes of
+                           wall time, so a slower machine shrinks to the same example.
 
 Every example runs inside :func:`_guarded` (Hypothesis's ``inner_test`` hook): a SIGALRM
 timer bounds it. An overrun raises :class:`ExampleTimeout`, a BaseException, so Hypothesis
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import signal
 import sys
@@ -48,11 +53,12 @@ from types import ModuleType
 import pytest
 from hypothesis import Phase, settings
 from hypothesis.internal import observability
+from hypothesis.internal.conjecture import engine
 from hypothesis.internal.observability import add_observability_callback
 
 from refimpl.fuzz.database import make_database
 from refimpl.fuzz.examples import describe_call, keep_arguments
-from refimpl.fuzz.worker import STOPPED_FIRST
+from refimpl.fuzz.worker import REPEATABLE, STOPPED_FIRST
 from refimpl.properties.reach import REACH_EVENT, REACHED
 
 #: ``how_generated`` prefixes of test cases that are not examples of the search.
@@ -203,6 +209,15 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="refimpl-orphan-watch", daemon=True).start()
 
 
+def unbound_shrinking() -> None:
+    """Take the wall-time limit off Hypothesis's shrinking (``MAX_SHRINKING_SECONDS``, a
+    module constant the engine reads each time it starts to shrink); its step limit
+    (``MAX_SHRINKS`` successful steps) still ends it. A Hypothesis without the constant
+    has no such limit to take off."""
+    if hasattr(engine, "MAX_SHRINKING_SECONDS"):
+        engine.MAX_SHRINKING_SECONDS = math.inf
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     global _worker  # one per worker process, created once here
@@ -214,6 +229,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if overrides:
         settings.register_profile("fuzz-campaign", parent=settings.default, **overrides)
         settings.load_profile("fuzz-campaign")
+    if os.environ.get(REPEATABLE):
+        unbound_shrinking()
     # Observability is on only to count examples and reach; per-line coverage would slow
     # every example (Hypothesis documents this switch for that purpose).
     observability.OBSERVABILITY_COLLECT_COVERAGE = False

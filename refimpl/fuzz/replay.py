@@ -49,6 +49,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -181,6 +182,23 @@ def _example(route: str, call: str, module, test, backend, arguments: str | None
         return _with_choices(test, call, module, backend, choices)
 
 
+#: the verdict's lines fit this many columns (a terminal, a bug report).
+WIDTH = 100
+
+
+def fold(text: str, width: int = WIDTH) -> str:
+    """``text`` with every line longer than ``width`` broken between words, its
+    continuations indented two spaces more than the line; a word longer than a line is
+    broken too. Every word is kept, in order, so the first words (``REPRODUCED:``, the
+    error's kind) still start the first line."""
+    folded = []
+    for line in text.splitlines() or [""]:
+        indent = line[:len(line) - len(line.lstrip())]
+        folded += textwrap.wrap(line.strip(), width=width, initial_indent=indent,
+                                subsequent_indent=indent + "  ", break_on_hyphens=False) or [""]
+    return "\n".join(folded)
+
+
 class _Timeout(Exception):
     pass
 
@@ -207,8 +225,9 @@ def replay_bounded(timeout: float) -> int:
         done = subprocess.run([sys.executable, *sys.argv], env=dict(os.environ, **{CHILD: "1"}),
                               timeout=limit, check=False)
     except subprocess.TimeoutExpired:
-        print(f"\nREPRODUCED: the example was still running after {limit:g} s, past where the "
-              f"{timeout:g} s limit could interrupt it (stuck in C code?); killed")
+        print("\n" + fold(f"REPRODUCED: the example was still running after {limit:g} s, "
+                          f"past where the {timeout:g} s limit could interrupt it (stuck in C "
+                          "code?); killed"))
         return REPRODUCED
     if done.returncode in (FIXED, REPRODUCED, CANNOT):
         return done.returncode
@@ -246,7 +265,7 @@ def _replay(properties: str, nodeid: str, target: str, call: str, recorded: str,
     try:
         backend = load_backend(target)
     except Exception as exc:  # ImportError, a constructor that raises, MissingExtra, ...
-        print(f"could not load target {target!r}: {type(exc).__name__}: {exc}")
+        print(fold(f"could not load target {target!r}: {type(exc).__name__}: {exc}"))
         return CANNOT
     if not call:  # the property timed out before any example (in its setup)
         print("no example ran (the property's setup timed out); replaying it through pytest")
@@ -254,16 +273,17 @@ def _replay(properties: str, nodeid: str, target: str, call: str, recorded: str,
     try:
         _call(_example(route, call, module, test, backend, arguments, choices), timeout)
     except CannotRebuild as exc:
-        print(f"\nCANNOT TELL: this reproducer cannot rebuild the failing example of {nodeid}: "
-              f"{exc}.\nIt neither reproduces the failure nor shows it fixed; see the "
-              "example the campaign recorded (CALL) and run the campaign again.")
+        print("\n" + fold(f"CANNOT TELL: this reproducer cannot rebuild the failing example "
+                          f"of {nodeid}: {exc}.\nIt neither reproduces the failure nor shows "
+                          "it fixed; see the example the campaign recorded (CALL) and run "
+                          "the campaign again."))
         return CANNOT
     except Exception as exc:
         traceback.print_exc()
-        print(f"\nREPRODUCED: {nodeid} fails against {target}")
-        print(f"expected vs observed (this run): {type(exc).__name__}: {exc}")
+        print("\n" + fold(f"REPRODUCED: {nodeid} fails against {target}"))
+        print(fold(f"expected vs observed (this run): {type(exc).__name__}: {exc}"))
         if recorded:
-            print(f"expected vs observed (the campaign): {recorded}")
+            print(fold(f"expected vs observed (the campaign): {recorded}"))
         return REPRODUCED
-    print(f"not reproduced: {nodeid} passes against {target}")
+    print(fold(f"not reproduced: {nodeid} passes against {target}"))
     return FIXED

@@ -42,8 +42,9 @@ target:   {target}
 failure (expected vs observed):
 {message}
 
-Run `python {filename}`: it exits 1 while the failure reproduces, 0 once it is fixed,
-2 if the property suite or the target cannot be loaded, or the example cannot be rebuilt.
+Run `python path/to/{filename}` from any folder: it exits 1 while the failure
+reproduces, 0 once it is fixed, 2 if the property suite or the target cannot be loaded, or
+the example cannot be rebuilt.
 Needs: {needs}.
 {rebuilt}
 """
@@ -280,12 +281,17 @@ def _beside(path: Path, folder: Path) -> str:
     return f"str(HERE / {os.path.relpath(path, folder)!r})"
 
 
-def _needs(opts: FuzzOptions) -> str:
+def _needs(opts: FuzzOptions, cwd: Path) -> str:
     """What the reproducer needs installed: refimpl and torch at the campaign's versions,
-    and the target (its extra, or its module on the path)."""
+    and the target: its extra, or, for ``module:attribute``, its module, which the replay
+    looks for first in ``cwd`` (the campaign's folder, stored in the file), then on
+    ``sys.path``."""
     entry = BUILTIN_TARGETS.get(opts.target)
     if entry is None:
-        target = f"the module of {opts.target!r} importable (run from the folder that holds it)"
+        module = opts.target.split(":", 1)[0]
+        target = (f"{module!r} importable: looked for first in {cwd},\n  the folder the "
+                  "campaign ran in, then on sys.path (set PYTHONPATH where that\n  folder "
+                  "is not, e.g. on another machine)")
     elif entry.extra:
         target = f"pip install 'refimpl[{entry.extra}]'"
     else:
@@ -315,7 +321,7 @@ def write_reproducers(results: Sequence[PropertyResult], opts: FuzzOptions,
         path.write_text(REPRODUCER.format(
             nodeid=r.nodeid, target=opts.target, message=r.message.strip() or "(no message)",
             filename=path.name, call=python_string(r.example or ""),
-            recorded=python_string(r.message.strip()), needs=_needs(opts),
+            recorded=python_string(r.message.strip()), needs=_needs(opts, cwd),
             rebuilt=_rebuilt(kept, saved, folder) if r.example else "",
             properties=PACKAGE if installed else str(properties.resolve()),
             route=kept.route if kept else "call", choices=kept.choices if kept else None,

@@ -100,8 +100,15 @@ def start_worker(opts: FuzzOptions, component: str, files: list[Path], seed: int
     """Start the pytest worker for ``component``'s ``files`` in a new process group.
 
     ``select``: node ids (relative to the suite folder's parent, as the events name them) to
-    run instead of every property of ``files``; ``collect_only``: collect, run nothing."""
-    settings = {"database": opts.database or str(opts.out / "hypothesis-db")}
+    run instead of every property of ``files``; ``collect_only``: collect, run nothing.
+
+    Every worker stops a property's search at its first failure (``report_multiple_bugs``
+    off: the campaign reports one failure per property, and Hypothesis would otherwise go on
+    searching for up to 10 s of wall time, so the examples counted would depend on the
+    machine's speed). With a ``seed``, the rest of what the rows depend on is fixed too
+    (:func:`repeatable_env`)."""
+    settings = {"database": opts.database or str(opts.out / "hypothesis-db"),
+                "report_multiple_bugs": False}
     if max_examples is not None:
         settings["max_examples"] = max_examples
     if not opts.shrink:
@@ -120,6 +127,9 @@ def start_worker(opts: FuzzOptions, component: str, files: list[Path], seed: int
                PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(),
                                                         os.environ.get("PYTHONPATH")])))
     env.pop("REFIMPL_FUZZ_SKIP", None)
+    env.pop(REPEATABLE, None)
+    if seed is not None:
+        env.update(repeatable_env(seed))
     if skip:
         env["REFIMPL_FUZZ_SKIP"] = skip
     rootdir = files[0].parent.parent
@@ -140,6 +150,19 @@ def start_worker(opts: FuzzOptions, component: str, files: list[Path], seed: int
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     return Worker(component, proc, events, current, log_path, timeout=opts.timeout)
+
+
+#: set in a seeded worker: Hypothesis's shrinking is not cut by wall time (events.py).
+REPEATABLE = "REFIMPL_FUZZ_REPEATABLE"
+
+
+def repeatable_env(seed: int) -> dict[str, str]:
+    """What a worker seeded with ``seed`` needs besides Hypothesis's seed so that two runs
+    give the same rows (outcome, examples, reach, the shrunk example): Python's string
+    hashing fixed (set and dict-of-set orders in properties and backends; derived from the
+    seed), and shrinking bounded by its step count only, not by Hypothesis's five minutes of
+    wall time (:data:`REPEATABLE`)."""
+    return {"PYTHONHASHSEED": str(seed % 2**32), REPEATABLE: "1"}
 
 
 def read_events(path: Path) -> list[dict]:
