@@ -54,7 +54,16 @@ def run_cse(backend, spec) -> tuple[fx.GraphModule, fx.Graph]:
     return gm, new_graph
 
 
+def lost_message(lost: list[str]) -> str:
+    """Never-merged nodes gone, in the words of the judge's ``kept`` check
+    (``unsound_reasons``), which test_cse_is_sound reports."""
+    return f"never-merged nodes removed: {lost}"
+
+
 def explain(spec, backend, reasons) -> str:
+    """The failure message of every property here: the judge's reasons, then the spec. The
+    properties that check one thing word it as the judge does (``never-merged nodes
+    removed: [...]``), so that one defect found by two properties reads as one cause."""
     return (f"{backend.name} fx_graph_cse is unsound: {reasons}\nreproduce with:\n"
             f"  from refimpl.strategies.graphs import GraphSpec, NodeSpec\n  spec = {spec}\n"
             f"  gm = spec.traced(); new = fx_graph_cse(gm.graph)")
@@ -135,7 +144,7 @@ def test_random_and_mutating_nodes_are_never_merged(refimpl_backend, spec):
     """Every random draw, in-place write and in-place random draw survives (by name)."""
     gm, new_graph = run_cse(refimpl_backend, spec)
     lost = sorted(never_merged_names(gm.graph) - {n.name for n in new_graph.nodes})
-    assert not lost, f"{refimpl_backend.name} removed never-merged nodes {lost}\n{spec}"
+    assert not lost, explain(spec, refimpl_backend, [lost_message(lost)])
 
 
 @given(op_graphs(EFFECTFUL))
@@ -146,4 +155,4 @@ def test_effectful_calls_are_never_merged(refimpl_backend, spec):
     reach(spec.count("effect") >= 2)
     effectful = {n.name for n in gm.graph.nodes if n.meta.get(FAMILY_META) == "effect"}
     lost = sorted(effectful - {n.name for n in new_graph.nodes})
-    assert not lost, f"{refimpl_backend.name} removed effectful calls {lost}\n{spec}"
+    assert not lost, explain(spec, refimpl_backend, [lost_message(lost)])

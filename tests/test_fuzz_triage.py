@@ -9,10 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from refimpl.expect.cse_soundness import unsound_reasons
 from refimpl.fuzz.baseline import split
 from refimpl.fuzz.cli import UsageError, check_baseline
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.triage import error_kind, example_shape, first_words, group_failures
+from refimpl.oracle import load_backend
+from refimpl.properties import test_cse as cse_properties
+from refimpl.strategies.graphs import GraphSpec, NodeSpec
 from tests.test_fuzz import SUITE, _run, write_suite
 
 WRITE_BETWEEN = '''test_a_write_between_equal_values(
@@ -66,6 +70,51 @@ def test_another_kind_other_words_or_another_shape_is_another_group():
     assert [g.nodeids for g in groups] == [["a", "e"], ["b"], ["c"], ["d"]]
     members = [n for g in groups for n in g.nodeids]  # the invariant: each in exactly one
     assert sorted(members) == ["a", "b", "c", "d", "e"]
+
+
+class DropsTheSecondPrint:
+    """refimpl's CSE, then the second of two effectful prints removed: torch's known defect
+    "fx_graph_cse merges two effectful calls" (docs/findings.md), on any torch release."""
+
+    name = "drops"
+
+    def fx_graph_cse(self, graph):
+        new_graph = load_backend("refimpl").fx_graph_cse(graph)
+        for node in list(new_graph.nodes):
+            if node.name == "_print_default_1":
+                new_graph.erase_node(node)
+        return new_graph
+
+
+TWO_PRINTS = GraphSpec(num_inputs=1, side=3, outputs=(1,), style="aten", nodes=(
+    NodeSpec(op="clone", inputs=(0,), params=()),
+    NodeSpec(op="print", inputs=(), params=("refimpl op_graphs effect",)),
+    NodeSpec(op="print", inputs=(), params=("refimpl op_graphs effect",)),
+    NodeSpec(op="clone", inputs=(0,), params=())))
+
+
+def test_a_merged_print_found_by_three_properties_is_one_cause():
+    """test_cse_is_sound (the judge's words), the effectful-calls property and the
+    never-merged property each find the lost print; they word it alike, so it is one group."""
+    rows = []
+    for name in ("test_cse_is_sound", "test_effectful_calls_are_never_merged",
+                 "test_random_and_mutating_nodes_are_never_merged"):
+        prop = getattr(cse_properties, name).hypothesis.inner_test
+        with pytest.raises(AssertionError) as failure:
+            prop(refimpl_backend=DropsTheSecondPrint(), spec=TWO_PRINTS)
+        example = f"{name}(\n    refimpl_backend=<drops object at 0x1>,\n    spec={TWO_PRINTS},\n)"
+        rows.append(failed(f"cse::{name}", f"AssertionError: {failure.value}", example))
+    groups = group_failures(rows)
+    assert [g.count for g in groups] == [3], [(g.words, g.shape) for g in groups]
+    assert "never-merged nodes removed: ['_print_default_1']" in groups[0].message
+
+
+def test_the_properties_word_a_lost_node_as_the_judge_does():
+    gm = TWO_PRINTS.traced()
+    lost = unsound_reasons(gm, DropsTheSecondPrint().fx_graph_cse(gm.graph),
+                           TWO_PRINTS.example_inputs, must_keep=["_print_default_1"],
+                           checks=("kept",))
+    assert lost == [cse_properties.lost_message(["_print_default_1"])]
 
 
 def test_the_parts_of_a_cause():
@@ -151,3 +200,54 @@ def test_baseline_runs_with_the_plain_runner_only():
         check_baseline(opts)
     seeded, baseline = check_baseline(FuzzOptions(baseline="refimpl"))
     assert seeded.seed is not None and baseline.name == "refimpl"  # one seed for both
+
+
+def test_baseline_with_resume_reuses_a_finished_campaign_and_runs_only_the_baseline(
+        tmp_path: Path):
+    """Issue 30's walkthrough: fuzz mine once, then ``--baseline refimpl --resume`` on the
+    same --out: mine's campaign is reused (its worker's log untouched, its rows as they
+    were), only the baseline runs."""
+    props = write_suite(tmp_path / "props", "test_cse_tiny.py", SUITE)
+    write_suite(props, "test_cse_named.py", NAMED)
+    (tmp_path / "mine.py").write_text(MINE)
+    out = tmp_path / "o"
+    args = ["fuzz", "--target", "mine:Mine", "--component", "cse", "--properties", str(props),
+            "--max-examples", "5", "--seed", "3", "--out", str(out)]
+    first = _run(*args, cwd=tmp_path)
+    assert first.returncode == 1, first.stdout + first.stderr
+    log = out / "logs" / "cse.log"
+    ran_mine = (log.read_text(), log.stat().st_mtime_ns)
+    rows = json.loads((out / "report.json").read_text())["properties"]
+    done = _run(*args, "--baseline", "refimpl", "--resume", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "is a finished campaign of mine on this seed and these examples: reused" in (
+        done.stdout)
+    assert (log.read_text(), log.stat().st_mtime_ns) == ran_mine  # mine did not run again
+    report = json.loads((out / "report.json").read_text())
+    assert [(r["nodeid"], r["outcome"], r["examples"]) for r in report["properties"]] == [
+        (r["nodeid"], r["outcome"], r["examples"]) for r in rows]
+    assert [n.split("::")[-1] for n in report["baseline"]["only_mine"]] == [
+        "test_the_backend_is_not_mine"]
+    assert json.loads((out / "baseline" / "report.json").read_text())["target_name"] == (
+        "refimpl")
+    again = _run(*args, "--baseline", "refimpl", "--resume", cwd=tmp_path)  # a baseline there
+    assert again.returncode == 1 and "reused, not run again" in again.stdout, again.stderr
+
+
+def test_baseline_with_resume_refuses_a_campaign_that_ran_otherwise(tmp_path: Path):
+    props = write_suite(tmp_path / "props", "test_cse_tiny.py", SUITE)
+    out = tmp_path / "o"
+
+    def fuzz(*more: str):
+        return _run("fuzz", "--component", "cse", "--properties", str(props), "--out",
+                    str(out), *more, cwd=tmp_path)
+
+    assert fuzz("--max-examples", "3", "--seed", "3").returncode == 1
+    for other, expected in ((["--max-examples", "3", "--seed", "4"], "seed 3 (this run: 4)"),
+                            (["--max-examples", "4", "--seed", "3"],
+                             "max_examples 3 (this run: 4)"),
+                            (["--max-examples", "3"], "ran with --seed 3: give it")):
+        done = fuzz(*other, "--baseline", "torch", "--resume")
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.startswith("refimpl fuzz: --resume: ") and expected in done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr

@@ -11,6 +11,13 @@ baseline verdict** where the baseline did not run it (skipped, not run, no examp
 component it lacks, or inputs it does not take). The "only mine" failures are shown first,
 grouped by cause (:mod:`refimpl.fuzz.triage`), before the campaign's own summary.
 
+With ``--resume``, a finished campaign already in ``--out`` is reused instead of run again
+(:func:`reusable_campaign`): where its report ran the same target, seed, bound, components
+and profile, only the baseline runs. A report that ran otherwise is refused (one line, exit
+2): its rows would be compared with a baseline drawn differently. A campaign that did not
+finish (stopped, or properties not run) is run again, keeping its example database, as
+``--resume`` does without ``--baseline``.
+
 Invariant: the baseline never changes the campaign's verdict, report rows or exit status; it
 only adds the section above (stdout, the top of summary.txt, ``baseline`` in report.json).
 """
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +48,10 @@ from refimpl.fuzz.report import (
     write_json,
     write_reproducers,
 )
-from refimpl.fuzz.runner import caught_stop_signals, run_campaign
+from refimpl.fuzz.runner import CampaignResult, caught_stop_signals, run_campaign
 from refimpl.fuzz.suite import default_properties_dir
 from refimpl.fuzz.triage import group_failures
+from refimpl.fuzz.worker import PropertyResult
 from refimpl.oracle import describe, load_backend
 
 
@@ -81,6 +89,56 @@ def load_baseline(text: str, opts: FuzzOptions) -> tuple[FuzzOptions, Baseline]:
         return opts, Baseline(target_name(report), report=report)
     seeded = opts if opts.seed is not None else replace(opts, seed=random.randrange(2**31))
     return seeded, Baseline(text, backend=load_backend(text))
+
+
+def finished(report: dict) -> bool:
+    """Whether a report is of a campaign that ran to its end: no signal stopped it and
+    every property it collected ran (or was skipped)."""
+    return not report.get("stopped_by_signal") and not any(
+        row["outcome"] in ("interrupted", "not run") for row in report["properties"])
+
+
+def reusable_campaign(opts: FuzzOptions, backend: Any, seed_given: int | None
+                      ) -> dict | None:
+    """``--baseline`` with ``--resume``: the report in ``--out`` when it is of a finished
+    campaign of this target that ran as ``opts`` asks (seed, bound, components, profile);
+    None where there is none to reuse (no report, or an unfinished campaign: it runs again,
+    as --resume runs one). CompareError, one line naming what differs, for a finished
+    campaign that ran otherwise, or where no --seed was given (``seed_given`` None)."""
+    path = opts.out / "report.json"
+    if not (opts.resume and opts.baseline is not None and path.is_file()):
+        return None
+    report = load_report(path)
+    if not finished(report):
+        return None
+    ran = report.get("options", {})
+    if seed_given is None:
+        raise CompareError(f"{path} ran with --seed {ran.get('seed')}: give it, so that "
+                           "the baseline draws the examples that campaign drew")
+    asked = {"target": _name_and_version(describe(backend)), "seed": opts.seed,
+             "max_examples": opts.max_examples, "minutes": opts.minutes,
+             "components": list(opts.components), "profile": opts.profile}
+    was = dict(ran, target=_name_and_version(str(report.get("target"))))
+    differ = [f"{name} {was.get(name)!r} (this run: {value!r})"
+              for name, value in asked.items() if was.get(name) != value]
+    if differ:
+        raise CompareError(f"{path} ran with {'; '.join(differ)}: its rows cannot be "
+                           "compared with this baseline; pass --force instead of --resume "
+                           "to run the campaign again")
+    return report
+
+
+def _name_and_version(header: str) -> str:
+    """``name (version)`` of a target's description (its components after ``;`` left out)."""
+    return header.split(";", 1)[0]
+
+
+def results_of(report: dict) -> list[PropertyResult]:
+    """A report's rows as the results they were written from (report.json holds every
+    field of :class:`PropertyResult`, and more)."""
+    names = [f.name for f in fields(PropertyResult)]
+    return [PropertyResult(**{n: row[n] for n in names if n in row})
+            for row in report["properties"]]
 
 
 def split(mine: dict[str, dict], base: dict[str, dict]) -> Split:
@@ -122,7 +180,7 @@ def _run_baseline(opts: FuzzOptions, baseline: Baseline) -> dict:
     """Run the baseline target into ``--out/baseline``; its report."""
     base_opts = replace(opts, target=baseline.name, out=opts.out / "baseline", junitxml=None,
                         compare=None, resume=False, force=False)
-    base_opts.out.mkdir(parents=True, exist_ok=True)
+    clean_out(base_opts.out, resume=False)  # an earlier baseline's files go
     print(f"refimpl fuzz: baseline {campaign_header(base_opts, baseline.backend)}", flush=True)
     campaign = run_campaign(base_opts, component_skips(baseline.backend, opts.components))
     properties = opts.properties or default_properties_dir()
@@ -132,15 +190,23 @@ def _run_baseline(opts: FuzzOptions, baseline: Baseline) -> dict:
     return json.loads(path.read_text())
 
 
-def run_with_baseline(opts: FuzzOptions, backend: Any, baseline: Baseline) -> int:
-    """The campaign, then the baseline (a target run, or its report), then the "only mine"
-    section and the campaign's own report; the campaign's exit status."""
+def run_with_baseline(opts: FuzzOptions, backend: Any, baseline: Baseline,
+                      reused: dict | None = None) -> int:
+    """The campaign (or ``reused``, the finished campaign's report in --out:
+    :func:`reusable_campaign`), then the baseline (a target run, or its report), then the
+    "only mine" section and the campaign's own report; the campaign's exit status."""
     old_report = load_report(opts.compare) if opts.compare else None  # before --force cleans
-    clean_out(opts.out, resume=opts.resume)
+    if reused is None:
+        clean_out(opts.out, resume=opts.resume)
     print(f"refimpl fuzz: {campaign_header(opts, backend)}\nseed: {opts.seed} (both targets)",
           flush=True)
+    if reused is not None:
+        print(f"refimpl fuzz: --resume: {opts.out / 'report.json'} is a finished campaign of "
+              f"{backend.name} on this seed and these examples: reused, not run again",
+              flush=True)
     with caught_stop_signals():
-        campaign = run_campaign(opts, component_skips(backend, opts.components))
+        campaign = (run_campaign(opts, component_skips(backend, opts.components))
+                    if reused is None else CampaignResult(results_of(reused)))
         base = baseline.report
         if base is None and campaign.stopped_by is None:
             base = _run_baseline(opts, baseline)

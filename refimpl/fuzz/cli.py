@@ -22,7 +22,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from refimpl.fuzz.baseline import Baseline, load_baseline, run_with_baseline
+from refimpl.fuzz.baseline import (
+    Baseline,
+    load_baseline,
+    reusable_campaign,
+    run_with_baseline,
+)
 from refimpl.fuzz.campaign import run_and_report
 from refimpl.fuzz.compare import CompareError, check_comparable, load_report, target_name
 from refimpl.fuzz.database import DatabaseError, check_database
@@ -95,7 +100,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for report.json, reproducers/ and logs/ (default: fuzz-out)")
     again = parser.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true",
-                       help="reuse a non-empty --out, keeping its example database")
+                       help="reuse a non-empty --out, keeping its example database; with "
+                            "--baseline, a finished campaign there of this target, seed and "
+                            "examples is reused and only the baseline runs")
     again.add_argument("--force", action="store_true",
                        help="replace an earlier campaign's --out, database included")
     parser.add_argument("--compare", type=Path, default=None, metavar="OLD/report.json",
@@ -216,6 +223,15 @@ def check_baseline(opts: FuzzOptions) -> tuple[FuzzOptions, Baseline | None]:
                          else f"{type(exc).__name__}: {exc}") from None
 
 
+def check_reuse(opts: FuzzOptions, backend: Any, seed_given: int | None) -> dict | None:
+    """--baseline with --resume: the finished campaign in --out to reuse, or None (run it);
+    UsageError naming --resume where it ran otherwise (:func:`reusable_campaign`)."""
+    try:
+        return reusable_campaign(opts, backend, seed_given)
+    except CompareError as exc:
+        raise UsageError("--resume", str(exc)) from None
+
+
 def check_compare(opts: FuzzOptions, backend: Any) -> None:
     """--compare names a whole report of a campaign that drew as this one will: the same
     --seed and bound (UsageError otherwise); a report of another target is said, once."""
@@ -250,6 +266,7 @@ def run(args: argparse.Namespace) -> int:
         opts = _options(args)
         opts, baseline = check_baseline(opts)
         backend = preflight(opts)
+        reused = check_reuse(opts, backend, args.seed)
     except (UsageError, ValueError) as exc:
         print(f"refimpl fuzz: {exc}", file=sys.stderr)
         return 2
@@ -258,5 +275,5 @@ def run(args: argparse.Namespace) -> int:
     if opts.engine == "dask":
         return run_dask(opts, backend)
     if opts.baseline is not None:
-        return run_with_baseline(opts, backend, baseline)
+        return run_with_baseline(opts, backend, baseline, reused)
     return run_and_report(opts, backend)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 #: what a campaign writes into --out (nothing else is ever deleted).
 CAMPAIGN_ENTRIES = ("report.json", "summary.txt", "junit.xml", "reproducers", "examples",
-                    "logs", "events", "hypothesis-db", "hypothesis-home", "hypofuzz")
+                    "logs", "events", "hypothesis-db", "hypothesis-home", "hypofuzz",
+                    "baseline")
 DATABASE = "hypothesis-db"
 #: Hypothesis's storage folder for the workers (its constants cache), kept out of the cwd.
 HYPOTHESIS_HOME = "hypothesis-home"
