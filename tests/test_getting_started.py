@@ -10,9 +10,12 @@ with REPRODUCED; the pytest route honours `--refimpl-max-examples` (profile `dev
 passes. The page shows torch 2.13.0's output: the numbers are compared on the release the
 harness tests run on (conftest.py, HARNESS_FILES).
 
-Cost: the four commands run once per session (one xdist worker runs the module); 474 s of
-wall time on 2 shared, busy cores (torch 2.13.0), most of it `test_cse_is_sound` shrinking its
-failure in both campaigns.
+The baseline step reuses the fuzz step's campaign (`--baseline torch --resume` on the same
+`--out`): mine runs once, torch once.
+
+Cost: the four commands run once per session (one xdist worker runs the module); about 5
+minutes of wall time on 2 shared, busy cores (torch 2.13.0), most of it `test_cse_is_sound`
+shrinking its failure, once on mine and once on torch.
 """
 
 from __future__ import annotations
@@ -110,8 +113,9 @@ def test_the_page_has_the_adapter_and_the_four_steps():
     adapter = _adapter()
     assert "class MyBackend" in adapter and 'accepts = {"fx_graph_cse": ("aten",)}' in adapter
     assert [_step(c) for c in _commands()] == ["fuzz", "baseline", "reproducer", "pytest"]
-    fuzz = _commands()[0]
+    fuzz, baseline = _commands()[:2]
     assert "--target mybackend:MyBackend" in fuzz and "--seed 1" in fuzz
+    assert baseline == f"{fuzz} --baseline torch --resume"  # the same campaign, reused
 
 
 def test_fuzz_groups_the_failures_by_cause(walkthrough: Walkthrough):
@@ -128,6 +132,8 @@ def test_baseline_torch_shows_none_as_new(walkthrough: Walkthrough):
     ran = walkthrough.steps["baseline"]
     assert ran.returncode == 1, ran.output[-4000:]
     assert "seed: 1 (both targets)" in ran.output
+    reused = "the finished campaign of mine in out ran on this seed and these examples: reused"
+    assert reused in " ".join(ran.output.split())  # mine ran once, in the fuzz step
     shown = _shown("baseline torch:")
     assert shown.startswith("baseline torch: 0 failing properties fail only on mine"), shown
     assert shown in ran.output.splitlines(), ran.output[-4000:]

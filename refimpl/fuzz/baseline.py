@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import random
+import textwrap
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -201,9 +202,10 @@ def run_with_baseline(opts: FuzzOptions, backend: Any, baseline: Baseline,
     print(f"refimpl fuzz: {campaign_header(opts, backend)}\nseed: {opts.seed} (both targets)",
           flush=True)
     if reused is not None:
-        print(f"refimpl fuzz: --resume: {opts.out / 'report.json'} is a finished campaign of "
-              f"{backend.name} on this seed and these examples: reused, not run again",
-              flush=True)
+        note = (f"refimpl fuzz: --resume: the finished campaign of {backend.name} in "
+                f"{opts.out} ran on this seed and these examples: reused, not run again")
+        print(textwrap.fill(note, TABLE_WIDTH, subsequent_indent="  ",
+                            break_on_hyphens=False), flush=True)
     with caught_stop_signals():
         campaign = (run_campaign(opts, component_skips(backend, opts.components))
                     if reused is None else CampaignResult(results_of(reused)))
