@@ -14,9 +14,10 @@ named instead of ``constraints.txt``'s), then run
 3. the suite: the README's test command, under pytest-xdist (``-n --jobs``), reading the main
    job's report for the reach tests instead of running that campaign again.
 
-Every step imports this checkout's refimpl (``PYTHONPATH``), whichever checkout a reused
-virtualenv was installed from. Each step's outcome (exit status, passed/failed/skipped
-counts, seconds) is one record in ``docs/torch-releases.json``, keyed by release; the page
+Every step imports this checkout's refimpl (``PYTHONPATH``, and a reused virtualenv is
+re-pointed at this checkout, whose install maps its ``properties/`` as
+``refimpl.properties``). Each step's outcome (exit status, passed/failed/skipped counts,
+seconds) is one record in ``docs/torch-releases.json``, keyed by release; the page
 is rendered from all records, so a release can be re-run alone. Invariant: the page shows
 only what a run recorded; a release that was not run has no row.
 """
@@ -72,6 +73,10 @@ def ensure_venv(release: str, venvs: Path, log: Path) -> tuple[Path, float | Non
     venv = venvs / f"torch-{release}"
     python = venv / "bin" / "python"
     if python.exists() and installed_torch(python) == release:
+        # PYTHONPATH gives this checkout's refimpl/, but only an install maps its property
+        # suite (properties/ as refimpl.properties): re-point a reused one at this checkout
+        run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)],
+            cwd=ROOT, log=log)
         return python, None
     start = time.monotonic()
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
