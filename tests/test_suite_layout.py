@@ -16,6 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import refimpl.properties
+from refimpl.fuzz.suite import default_properties_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "properties"
 
@@ -24,6 +29,8 @@ SUITE = ROOT / "properties"
 COLLECT_AND_LIST = """
 import json, sys
 from pathlib import Path
+
+import pytest
 import pytest
 suite = Path(sys.argv[1]).resolve()
 code = pytest.main(sys.argv[2:])
@@ -113,3 +120,15 @@ def test_the_checkout_conftest_maps_the_suite_where_no_install_does(tmp_path):
     unmapped, reach_file = done.stdout.split()
     assert unmapped == "True", "the install's finder was not hidden: nothing is checked"
     assert Path(reach_file).resolve() == SUITE / "reach.py"
+
+
+def test_a_stray_folder_shadowing_the_suite_is_named(monkeypatch, tmp_path):
+    """A ``refimpl/properties/`` folder without ``__init__.py`` makes the name a namespace
+    package (no ``__file__``), found before the install's mapping: the suite's folder is then
+    refused, naming that folder, instead of a TypeError from ``Path(None)``."""
+    stray = tmp_path / "refimpl" / "properties"
+    monkeypatch.setattr(refimpl.properties, "__file__", None)
+    monkeypatch.setattr(refimpl.properties, "__path__", [str(stray)])
+    with pytest.raises(ImportError, match="stray folder") as raised:
+        default_properties_dir()
+    assert str(stray) in str(raised.value)
