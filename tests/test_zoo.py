@@ -44,10 +44,7 @@ from tests.zoo import zoo_backends
 ROOT = Path(__file__).resolve().parent.parent
 ZOO = zoo_backends()
 #: zoo backends no property catches at 10 examples (name -> why); see docs/zoo.md.
-NOT_CAUGHT: dict[str, str] = {
-    "zoo:layout-eager-taken-as-contiguous": "no drawn net takes a channels-last input",
-    "zoo:layout-cat-output-contiguous": "no drawn net takes a channels-last input",
-}
+NOT_CAUGHT: dict[str, str] = {}
 
 
 def _target(backend: type) -> str:

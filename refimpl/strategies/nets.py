@@ -9,6 +9,11 @@ view; mutating the base of a view; mutating a view; ``as_strided`` over its memo
 whether the first conv's output is returned too (``extra_output``: several outputs, which
 may alias each other). ``spec.build()`` makes the module and ``spec.example_input()`` its
 input.
+
+``laid_out_input_nets()`` draws nets for an input that is not contiguous (:func:`lay_out`
+lays the input out as each of :data:`INPUT_LAYOUTS`): eager's values then keep the input's
+layout, which a layout pass must give back. It draws apart from ``conv_nets()``, so adding it
+changed no example ``conv_nets()`` draws.
 :data:`FEATURES` lists what the draws must show (refimpl.strategies.features).
 
 Invariants of every generated spec: the first layer is a conv; every conv's groups divide its
@@ -31,7 +36,8 @@ from torch import nn
 from refimpl.layout.options import DEFAULT_MULTIPLIERS
 from refimpl.strategies.features import Feature
 
-__all__ = ["FEATURES", "ConvNetSpec", "LayerSpec", "TieSpec", "conv_nets", "exact_tie_nets"]
+__all__ = ["FEATURES", "INPUT_LAYOUTS", "ConvNetSpec", "LayerSpec", "TieSpec", "conv_nets",
+           "exact_tie_nets", "laid_out_input_nets", "lay_out"]
 
 LAYER_KINDS = ("conv", "bn", "relu", "relu_", "maxpool", "avgpool", "residual", "cat",
                "as_strided")
@@ -324,6 +330,62 @@ def exact_tie_nets(draw) -> TieSpec:
                    draw(st.sampled_from(_TIE_IN)), draw(st.sampled_from(_TIE_MID)))
 
 
+#: how a laid-out-input property lays out a net's input: channels-last (NHWC memory, as a
+#: permuted NHWC tensor is); channels-last memory with every other column (not dense);
+#: contiguous with height and width swapped in memory (dense, neither layout)
+INPUT_LAYOUTS = ("channels_last", "channels_last_sliced", "hw_transposed")
+#: the layers between the first conv and the optional final ``cat`` of a
+#: :func:`laid_out_input_nets` net (a random order of these, each at most once)
+_LAID_OUT_KINDS = ("relu", "bn", "as_strided", "pool", "relu_", "conv")
+#: tails valid on a channels-last result (eager refuses ``view(-1)`` of one)
+_LAID_OUT_TAILS = ("none", "as_strided")
+
+
+def lay_out(values: torch.Tensor, layout: str) -> torch.Tensor:
+    """A new 4-d tensor equal to ``values`` and laid out as ``layout`` (INPUT_LAYOUTS)."""
+    if layout == "channels_last":
+        return values.contiguous(memory_format=torch.channels_last)
+    if layout == "channels_last_sliced":
+        n, c, h, w = values.shape
+        wide = torch.zeros(n, c, h, 2 * w, dtype=values.dtype, device=values.device)
+        wide = wide.contiguous(memory_format=torch.channels_last)
+        wide[..., ::2] = values
+        return wide[..., ::2]
+    if layout == "hw_transposed":
+        return values.transpose(2, 3).contiguous().transpose(2, 3)
+    raise ValueError(f"layout={layout!r}: expected one of {INPUT_LAYOUTS}")
+
+
+@st.composite
+def laid_out_input_nets(draw, max_middle: int = len(_LAID_OUT_KINDS)) -> ConvNetSpec:
+    """A :class:`ConvNetSpec` for inference on an input of any layout (INPUT_LAYOUTS, see
+    :func:`lay_out`): a conv; up to ``max_middle`` layers in a random order of
+    :data:`_LAID_OUT_KINDS`; three times in four a ``cat`` of the body's value with itself,
+    last (its result reaches the head, the tail or the output); a linear head one time in
+    five; a tail of :data:`_LAID_OUT_TAILS` (no view tail: eager refuses ``view(-1)`` of a
+    channels-last value); maybe the first conv's output as a second output. Drawn apart
+    from :func:`conv_nets`, whose draws (and so its properties' examples) stay as they are.
+    """
+    if not isinstance(max_middle, int) or max_middle < 0:
+        raise ValueError(f"max_middle={max_middle!r}: expected an int >= 0")
+    batch, channels = draw(st.integers(1, 2)), draw(st.sampled_from((3, 4, 8)))
+    size = draw(st.integers(4, 8))
+    layers = [draw(_conv(channels, size, first=True))]
+    middle = draw(st.permutations(_LAID_OUT_KINDS))[:draw(st.integers(0, max_middle))]
+    for kind in middle:
+        if kind == "pool":  # 3x3, stride 1: the image keeps its size
+            layers.append(LayerSpec(draw(st.sampled_from(("maxpool", "avgpool"))), kernel=3))
+        elif kind == "conv":  # dense, 3x3, at most 64 channels
+            layers.append(LayerSpec("conv", draw(st.sampled_from(CHANNELS[:6])), 3))
+        else:
+            layers.append(LayerSpec(kind))
+    if draw(st.sampled_from((False, True, True, True))):
+        layers.append(LayerSpec("cat"))  # from <= 128 channels (MAX_CAT_CHANNELS)
+    head = draw(st.sampled_from(("none", "none", "none", "none", "linear")))
+    return ConvNetSpec(batch, channels, size, tuple(layers), head,
+                       draw(st.sampled_from(_LAID_OUT_TAILS)), draw(st.booleans()))
+
+
 def _after_first(spec: ConvNetSpec) -> list[str]:
     """The kinds of the layers after the first conv: each reads a value the first conv made
     (channels-last in a converted graph)."""
@@ -331,6 +393,7 @@ def _after_first(spec: ConvNetSpec) -> list[str]:
 
 
 _INFERENCE = "test_layout.py::test_inference_outputs_match_eager"
+_LAID_OUT = "test_layout_inputs.py::test_laid_out_inputs_keep_eager_values_and_strides"
 
 
 def _net_feature(name: str, meaning: str, detect) -> Feature:
@@ -370,4 +433,19 @@ FEATURES: tuple[Feature, ...] = (
     Feature("layout", "rounding_tie", "an exact FLOP tie whose float sum rounds above the "
             "total (torch keeps it contiguous)", exact_tie_nets, lambda s: s.rounding,
             "test_layout_strength.py::test_exact_ties_decide_as_inductor"),
+    *(Feature("layout", name, meaning, laid_out_input_nets, detect, _LAID_OUT)
+      for name, meaning, detect in (
+          ("input_cat_output", "on a laid-out input: a cat of the body's value is "
+           "the body's last layer, read by the tail or returned",
+           lambda s: _after_first(s)[-1:] == ["cat"] and s.head == "none"),
+          ("input_as_strided", "on a laid-out input: as_strided reads a value laid "
+           "out as the input", lambda s: s.tail == "as_strided"
+           or "as_strided" in _after_first(s)),
+          ("input_layout_output", "on a laid-out input: a 4-d value of the body is "
+           "an output", lambda s: (s.head == "none" and s.tail == "none") or s.extra_output),
+          ("input_inplace", "on a laid-out input: relu_ writes into a conv's value",
+           lambda s: "relu_" in _after_first(s)),
+          ("input_conv_after_conv", "on a laid-out input: a conv reads a value "
+           "another layer computed", lambda s: "conv" in _after_first(s)),
+      )),
 )

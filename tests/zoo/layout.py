@@ -108,14 +108,15 @@ class EagerTakenAsContiguousLayout(_PlantedLayout):
     With a channels-last input, eager's intermediate values are channels-last too; the
     compiled code laid one out contiguous, and an ``as_strided`` reading its memory returned
     other elements. Planted: a value restored to "eager's layout" is made contiguous,
-    whatever eager's strides are. Caught by test_layout.py's
-    ``test_inference_outputs_match_eager`` when a net takes a channels-last input.
+    whatever eager's strides are. Caught by test_layout_inputs.py's
+    ``test_laid_out_inputs_keep_eager_values_and_strides`` (nets run on channels-last and
+    other non-contiguous inputs).
     """
 
     name = "zoo:layout-eager-taken-as-contiguous"
     issue = "pytorch/pytorch#174963"
     title = "torch.compile yields incorrect results when as_strided is used on channels_last tensor"
-    catcher = "test_layout::test_inference_outputs_match_eager"
+    catcher = "test_layout_inputs::test_laid_out_inputs_keep_eager_values_and_strides"
 
     def patches(self) -> list:
         return [mock.patch.object(rewrite, "restore_strides", _restore_as_contiguous)]
@@ -127,14 +128,14 @@ class CatOutputContiguousLayout(_PlantedLayout):
     The concatenation's output stride defaulted to contiguous when some inputs had no fixed
     layout, though its inputs were channels-last: eager's ``cat`` of channels-last tensors is
     channels-last. Planted: every ``cat`` result is made contiguous. Caught by
-    test_layout.py's ``test_inference_outputs_match_eager`` when a ``cat`` of channels-last
-    values reaches the output.
+    test_layout_inputs.py's ``test_laid_out_inputs_keep_eager_values_and_strides``, where a
+    ``cat`` of channels-last values reaches the output or an ``as_strided``.
     """
 
     name = "zoo:layout-cat-output-contiguous"
     issue = "pytorch/pytorch#91233"
     title = "[inductor] fix output_stride of cat"
-    catcher = "test_layout::test_inference_outputs_match_eager"
+    catcher = "test_layout_inputs::test_laid_out_inputs_keep_eager_values_and_strides"
 
     def patches(self) -> list:
         return []
