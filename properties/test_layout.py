@@ -34,8 +34,7 @@ from refimpl.expect.same import mismatch
 from refimpl.oracle import component
 from refimpl.properties.layout_component import layout_compile
 from refimpl.properties.reach import reach
-from refimpl.strategies.device_axis import devices
-from refimpl.strategies.nets import ConvNetSpec, conv_nets
+from refimpl.strategies.nets import ConvNetSpec, conv_nets, devices
 
 
 def tensors(out) -> list[torch.Tensor]:

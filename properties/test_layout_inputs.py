@@ -39,8 +39,13 @@ from refimpl.oracle import component
 from refimpl.oracle.backend import provided_by
 from refimpl.properties.layout_component import layout_compile
 from refimpl.properties.reach import reach
-from refimpl.strategies.device_axis import devices
-from refimpl.strategies.nets import INPUT_LAYOUTS, ConvNetSpec, laid_out_input_nets, lay_out
+from refimpl.strategies.nets import (
+    INPUT_LAYOUTS,
+    ConvNetSpec,
+    devices,
+    laid_out_input_nets,
+    lay_out,
+)
 
 
 def tensors(out) -> list[torch.Tensor]:

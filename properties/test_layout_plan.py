@@ -38,7 +38,7 @@ from refimpl.expect.layout import converted_values
 from refimpl.oracle import component
 from refimpl.oracle.backend import provided_by
 from refimpl.properties.reach import reach
-from refimpl.strategies.device_axis import devices
+from refimpl.strategies.nets import devices
 
 STEPS = ("relu_", "relu", "scale", "cat", "clone")
 EAGER_LAYOUT = ("cat", "clone")

@@ -49,8 +49,7 @@ from refimpl.flops.formulas.conv import conv_flops
 from refimpl.layout.decision import conv_class
 from refimpl.properties.layout_component import layout_converts, layout_seen
 from refimpl.properties.reach import reach
-from refimpl.strategies.device_axis import devices
-from refimpl.strategies.nets import TieSpec, conv_nets, exact_tie_nets
+from refimpl.strategies.nets import TieSpec, conv_nets, devices, exact_tie_nets
 
 #: inductor's channels-last cost per conv class (torch/_inductor/graph.py, decide_layout_opt).
 MULTIPLIER = {"grouped": 1.358, "small": 0.783, "in_out": 0.725, "default": 0.823}

@@ -12,12 +12,11 @@ strategy.
 | graphs      | random FX op graphs (``op_graphs``) |
 | programs    | random differentiable programs with weights, for the partitioner |
 | modules     | random module stacks, for the checkpoint wrapper |
-| nets        | random conv nets (``conv_nets``), for the layout pass |
+| nets        | random conv nets (``conv_nets``) and the device axis (``devices``): layout |
 | flop_models | random models of one matmul-class layer family, for model-level FLOP counts |
 | fused       | torch.nn modules with a fused inference path (``fused_cases``) |
 | flop_programs | free-op programs and arithmetic with no FLOP formula (``free_programs``) |
 | mutating    | programs that write to an input in place (``mutation_programs``) |
-| device_axis | the device axis: a device type this machine offers (``devices``) |
 | write_between | one op twice, an in-place write, a read (``write_between_repeats``) |
 | features    | the table type of what each generator must draw (``Feature``, ``all_features``) |
 """
@@ -27,7 +26,7 @@ from __future__ import annotations
 import importlib
 
 SUBMODULES = ("conv", "matmul", "graphs", "programs", "modules", "nets", "flop_models",
-              "features", "fused", "flop_programs", "mutating", "device_axis", "write_between")
+              "features", "fused", "flop_programs", "mutating", "write_between")
 
 
 def __getattr__(name: str):

@@ -16,6 +16,15 @@ layout, which a layout pass must give back. It draws apart from ``conv_nets()``,
 changed no example ``conv_nets()`` draws.
 :data:`FEATURES` lists what the draws must show (refimpl.strategies.features).
 
+The device axis (``devices()``) is drawn beside a net: the device types this machine offers.
+A layout property's answer can change with the device (cuDNN's channels-last kernels, a
+compiler that optimises layouts only on GPU), so it takes ``device=devices()``: drawn, not
+parametrized, so a failing example prints its device and its reproducer rebuilds it. Without
+a GPU the axis is ``"cpu"`` alone (``sampled_from`` of one element takes no choice from the
+example, so it does not change what the other arguments shrink to); the GPU's half of the
+axis is then not exercised, which the CUDA-only tests say visibly (they skip with the
+reason).
+
 Invariants of every generated spec: the first layer is a conv; every conv's groups divide its
 input and output channels; spatial size stays >= 2 (so training-mode batch norm always has
 more than one value per channel); in ``training`` specs the tail never mutates and returns
@@ -36,8 +45,9 @@ from torch import nn
 from refimpl.layout.options import DEFAULT_MULTIPLIERS
 from refimpl.strategies.features import Feature
 
-__all__ = ["FEATURES", "INPUT_LAYOUTS", "ConvNetSpec", "LayerSpec", "TieSpec", "conv_nets",
-           "exact_tie_nets", "laid_out_input_nets", "lay_out"]
+__all__ = ["FEATURES", "INPUT_LAYOUTS", "ConvNetSpec", "LayerSpec", "TieSpec",
+           "available_devices", "conv_nets", "devices", "exact_tie_nets", "laid_out_input_nets",
+           "lay_out"]
 
 LAYER_KINDS = ("conv", "bn", "relu", "relu_", "maxpool", "avgpool", "residual", "cat",
                "as_strided")
@@ -449,3 +459,13 @@ FEATURES: tuple[Feature, ...] = (
            "another layer computed", lambda s: "conv" in _after_first(s)),
       )),
 )
+
+
+def available_devices() -> tuple[str, ...]:
+    """``("cpu",)``, plus ``"cuda"`` where torch sees a CUDA device."""
+    return ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+
+
+def devices() -> st.SearchStrategy[str]:
+    """The device axis: one of :func:`available_devices`."""
+    return st.sampled_from(available_devices())
