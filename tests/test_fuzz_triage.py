@@ -253,3 +253,6 @@ def test_baseline_with_resume_refuses_a_campaign_that_ran_otherwise(tmp_path: Pa
         assert done.returncode == 2, done.stdout + done.stderr
         assert done.stderr.startswith("refimpl fuzz: --resume: ") and expected in done.stderr
         assert done.stderr.count("\n") == 1, done.stderr
+    write_suite(props, "test_cse_named.py", NAMED)  # the suite changed since
+    done = fuzz("--max-examples", "3", "--seed", "3", "--baseline", "torch", "--resume")
+    assert done.returncode == 2 and "property files (digest) '" in done.stderr, done.stderr

@@ -45,6 +45,7 @@ from refimpl.fuzz.report import (
     TABLE_WIDTH,
     fit_names,
     short_name,
+    suite_digest,
     wrap_words,
     write_json,
     write_reproducers,
@@ -99,10 +100,15 @@ def finished(report: dict) -> bool:
         row["outcome"] in ("interrupted", "not run") for row in report["properties"])
 
 
+#: how a reused campaign's option is named where it differs (the others by their own name)
+LABELS = {"suite": "property files (digest)"}
+
+
 def reusable_campaign(opts: FuzzOptions, backend: Any, seed_given: int | None
                       ) -> dict | None:
     """``--baseline`` with ``--resume``: the report in ``--out`` when it is of a finished
-    campaign of this target that ran as ``opts`` asks (seed, bound, components, profile);
+    campaign of this target that ran as ``opts`` asks (seed, bound, components, profile, the
+    same property files: :func:`refimpl.fuzz.report.suite_digest`);
     None where there is none to reuse (no report, or an unfinished campaign: it runs again,
     as --resume runs one). CompareError, one line naming what differs, for a finished
     campaign that ran otherwise, or where no --seed was given (``seed_given`` None)."""
@@ -116,11 +122,13 @@ def reusable_campaign(opts: FuzzOptions, backend: Any, seed_given: int | None
     if seed_given is None:
         raise CompareError(f"{path} ran with --seed {ran.get('seed')}: give it, so that "
                            "the baseline draws the examples that campaign drew")
+    properties = opts.properties or default_properties_dir()
     asked = {"target": _name_and_version(describe(backend)), "seed": opts.seed,
              "max_examples": opts.max_examples, "minutes": opts.minutes,
-             "components": list(opts.components), "profile": opts.profile}
+             "components": list(opts.components), "profile": opts.profile,
+             "suite": suite_digest(properties, opts.components)}
     was = dict(ran, target=_name_and_version(str(report.get("target"))))
-    differ = [f"{name} {was.get(name)!r} (this run: {value!r})"
+    differ = [f"{LABELS.get(name, name)} {was.get(name)!r} (this run: {value!r})"
               for name, value in asked.items() if was.get(name) != value]
     if differ:
         raise CompareError(f"{path} ran with {'; '.join(differ)}: its rows cannot be "

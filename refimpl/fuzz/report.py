@@ -28,7 +28,7 @@ import torch
 import refimpl
 from refimpl.fuzz.examples import KeptExample, examples_file, kept_example
 from refimpl.fuzz.options import FuzzOptions
-from refimpl.fuzz.suite import PACKAGE, default_properties_dir
+from refimpl.fuzz.suite import PACKAGE, component_files, default_properties_dir
 from refimpl.fuzz.triage import error_kind, group_failures
 from refimpl.fuzz.worker import PropertyResult
 from refimpl.oracle.registry import BUILTIN_TARGETS
@@ -338,6 +338,16 @@ def reproducer_note(reproducers: dict[str, str], out: Path) -> str:
             "property; report.json names each)")
 
 
+def suite_digest(properties: Path, components: Sequence[str]) -> str:
+    """A digest of the chosen components' property files, names and contents: two campaigns
+    with one digest ran the same properties (``--resume`` with ``--baseline`` checks it)."""
+    digest = hashlib.sha1()
+    for component in components:
+        for path in component_files(properties, component):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
 def write_json(results: Sequence[PropertyResult], reproducers: dict[str, str],
                opts: FuzzOptions, header: str, stopped_by: int | None) -> Path:
     path = opts.out / "report.json"
@@ -349,7 +359,9 @@ def write_json(results: Sequence[PropertyResult], reproducers: dict[str, str],
         "target_name": header.split(" (", 1)[0],
         "options": {"components": list(opts.components), "max_examples": opts.max_examples,
                     "minutes": opts.minutes, "profile": opts.profile, "timeout": opts.timeout,
-                    "seed": opts.seed},
+                    "seed": opts.seed,
+                    "suite": suite_digest(opts.properties or default_properties_dir(),
+                                          opts.components)},
         "stopped_by_signal": stopped_by,
         "properties": rows,
         "failed": sum(r.outcome == "failed" for r in results),
