@@ -223,14 +223,14 @@ class OpSummary:
 
 
 def summarize_op(op: torch._ops.OpOverload, node: fx.Node) -> OpSummary:
-    """Tags and names for randomness; ``!`` annotations for writes; shared alias sets between
-    an argument and a return for views; a node of this op for fx's impurity check."""
+    """Tags and names for randomness; ``!`` annotations for writes; views: the alias sets an
+    argument shares with a return, or ``a -> *`` (a list of views); a node for fx's impurity."""
     schema = op._schema
     name = schema.name.split("::")[-1]
     returned = {s for r in schema.returns if r.alias_info for s in r.alias_info.before_set}
     infos = [(i, a.alias_info) for i, a in enumerate(schema.arguments) if a.alias_info]
     written = tuple(i for i, info in infos if info.is_write)
-    aliased = tuple(i for i, info in infos if returned & set(info.before_set))
+    aliased = tuple(i for i, info in infos if returned & info.before_set or "*" in info.after_set)
     if any(t in op.tags for t in _RANDOM_TAGS) or name.rstrip("_") in RANDOM_NAMES:
         kind = "random"
     elif name in UNINITIALIZED_NAMES:
@@ -319,7 +319,7 @@ def _packet_effect(node, name: str, packet, inputs: tuple[fx.Node, ...]) -> Effe
                       inplace_view=any(torch.Tag.inplace_view in op.tags for op in overloads))
     if name in UNINITIALIZED_NAMES:
         return Effect("uninitialized")
-    if node.is_impure():
+    if node.is_impure() or not any(op._schema.returns for op in plain):
         return Effect("side_effect")
     views = any(r.alias_info for op in plain for r in op._schema.returns)
     return Effect("pure", aliases=inputs if views else (),

@@ -1,0 +1,66 @@
+"""CSE of effects a schema hides or qualifies (``refimpl.strategies.cse_cases``).
+
+* Python calls with effects: ``torch.manual_seed`` (its aten op returns nothing) before each
+  of two equal random draws, and a user function named like ``torch.sym_*`` that writes
+  its argument: never merged (symbolic_trace graphs only);
+* an attention kernel whose only randomness is its ``dropout_p``: two calls with
+  ``dropout_p > 0`` are two draws, two with ``dropout_p == 0`` (``0``, ``0.0``, ``-0.0``,
+  by position or keyword) are one value and are merged;
+* a maybe-copy op (``reshape``, ``flatten``, ``contiguous``) twice, one result written, in
+  an aten graph whose values were not all recorded (a pass added nodes without
+  ``meta["val"]``): whether it copied is unknown, and the result must still be sound;
+* a pure op twice and an in-place op writing the first while reading the second: merged
+  when the op is pointwise (``a.add_(b)`` becomes ``a.add_(a)``, the same values), never
+  when it is not (``a.addmm_(b, b)`` reading what it writes computes something else).
+
+Each asks the judge (``refimpl.expect.cse_soundness.unsound_reasons``) and, where the
+generator claims a sound merge by hand, that the backend made it. Reach: the graph holds two
+equal calls, in every example.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+
+from refimpl.expect.cse_soundness import naive_duplicates
+from refimpl.oracle import skip_unless_takes
+from refimpl.properties.cse_case_check import assert_merged, assert_sound, run_case
+from refimpl.properties.reach import reach
+from refimpl.strategies.cse_cases import SHAPES, cse_cases
+
+
+def _judged(backend, case, merged: bool = False) -> None:
+    gm, new_graph = run_case(backend, case)
+    reach(naive_duplicates(gm.graph) > 0)
+    assert_sound(backend, case, gm, new_graph)
+    if merged:
+        assert_merged(backend, case, gm, new_graph)
+
+
+@given(cse_cases(("opaque_functions",)))
+def test_python_calls_with_effects_are_never_merged(refimpl_backend, case):
+    """``torch.manual_seed(0); rand_like(x); torch.manual_seed(0); rand_like(x)`` draws
+    the same numbers twice; ``sym_bump_(y)`` twice adds 2."""
+    skip_unless_takes(refimpl_backend, "fx_graph_cse", SHAPES["opaque_functions"].styles)
+    _judged(refimpl_backend, case)
+
+
+@given(cse_cases(("attention_dropout",)))
+def test_attention_is_random_exactly_when_its_dropout_is(refimpl_backend, case):
+    """Two equal attention calls: kept for ``dropout_p > 0``, merged for ``dropout_p == 0``."""
+    _judged(refimpl_backend, case, merged=True)
+
+
+@given(cse_cases(("unrecorded_values",)))
+def test_maybe_copies_without_recorded_values_are_sound(refimpl_backend, case):
+    """``r = reshape(y); s = reshape(y); r.mul_(2); cos(s)`` with ``y``'s value unrecorded:
+    the backend cannot tell a view from a copy, and its result is sound either way."""
+    skip_unless_takes(refimpl_backend, "fx_graph_cse", ("torch",))  # not every value recorded
+    _judged(refimpl_backend, case)
+
+
+@given(cse_cases(("write_reads_twin",)))
+def test_an_inplace_op_reading_the_twin_of_what_it_writes(refimpl_backend, case):
+    """``a = cos(y); b = cos(y); a.add_(b)`` is merged (``a.add_(a)``);
+    ``a.addmm_(b, b)`` is not."""
+    _judged(refimpl_backend, case, merged=True)

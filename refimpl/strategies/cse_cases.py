@@ -1,0 +1,392 @@
+"""Small CSE graphs of named shapes (``cse_cases``): the aliasing, effect and key cases that
+``op_graphs`` does not draw, as plain data that rebuilds exactly.
+
+A :class:`CseCase` is a shape's name (a key of :data:`SHAPES`), the dialect (``"aten"``:
+aten ``OpOverload`` calls with make_fx's ``meta["val"]``; ``"torch"``: torch functions and
+Tensor methods as symbolic_trace records them, no values) and the shape's drawn choices.
+``case.traced()`` builds the ``fx.GraphModule``; the nodes a CSE must never merge (writes,
+random draws, opaque calls) carry ``meta[KEEP_META]``; ``case.expected_merges`` is how many
+nodes a sound CSE can remove by hand (the property asks for at least that many), 0 where
+no merge is claimed. Inputs are ``(3, 3)`` float tensors (:meth:`CseCase.example_inputs`).
+
+The shapes (each a class of bugs, not one bug):
+
+* ``list_view_write``: a pure op on a value, a write through one element of ``unbind``,
+  ``split`` or ``chunk`` of it, the pure op again: the write separates the two;
+* ``returned_write_of_view``: two equal views of a value, an in-place op on the first,
+  returned with the second: the in-place op returns the first view itself, so the two
+  returned tensors are two objects in eager;
+* ``opaque_alias``: a Python function (opaque to CSE) of two tensors returning the later
+  one, a view or an element of it, then written: the write reaches that argument;
+* ``keyword_arguments``: the tensor arguments of views, writes and pure ops given by
+  keyword (``aten.t.default(self=x)``), as hand-built or rewritten graphs have them;
+* ``opaque_functions``: Python calls with effects a schema cannot show: ``torch.manual_seed``
+  (no aten op) before each of two equal random draws, and a user function named like
+  ``torch.sym_*`` that writes its argument;
+* ``attention_dropout``: an attention kernel whose only randomness is its ``dropout_p``,
+  twice: random for ``dropout_p > 0`` (never merged), pure for ``dropout_p == 0``
+  (expected merged);
+* ``unrecorded_values``: a maybe-copy op (``reshape``, ``flatten``, ``contiguous``) twice,
+  one result written, the other read, in an aten graph where some values were never
+  recorded (a graph a pass extended without ``meta["val"]``);
+* ``write_reads_twin``: a pure op twice and an in-place op that writes the first while
+  reading the second: pointwise (``a.add_(b)``: the merge is sound, expected) or not
+  (``a.addmm_(b, b)``: never);
+* ``distinct_equal_leaves``: the same call twice with equal arguments that are distinct
+  objects (a string built at run time, a fresh ``torch.device``): expected merged.
+
+Generation: the dialect, then the shape's choices, each from a short list (so each shrinks
+to its first item).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+from torch import fx
+
+from refimpl.strategies.graphs import annotate
+
+aten = torch.ops.aten
+
+__all__ = ["CORRUPTIONS", "KEEP_META", "SHAPES", "CseCase", "MalformedCase", "cse_cases",
+           "keep_names", "malformed_graphs"]
+
+#: the meta key marking a node the generator knows must never be merged
+KEEP_META = "cse_cases_keep"
+
+
+# --- opaque Python functions the graphs call (module level: a reproducer imports them) ---
+
+def later_argument(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Returns its second argument itself."""
+    return y
+
+
+def view_of_later(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Returns a transposed view of its second argument."""
+    return y.t()
+
+
+def row_of_later(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Returns row 0 of its second argument (a view)."""
+    return y[0]
+
+
+def sym_bump_(t: torch.Tensor) -> torch.Tensor:
+    """Adds 1 to ``t`` in place: a user function whose name looks like ``torch.sym_*``."""
+    return t.add_(1)
+
+
+OPAQUE_ALIASES = {"later_argument": later_argument, "view_of_later": view_of_later,
+                  "row_of_later": row_of_later}
+
+
+@dataclass(frozen=True)
+class CseCase:
+    """One drawn graph (module docstring): ``shape``, ``style``, the shape's ``choices``."""
+
+    shape: str
+    style: str
+    choices: tuple
+
+    def build(self) -> fx.GraphModule:
+        graph = fx.Graph()
+        emit = _Emit(graph, self.style)
+        xs = [graph.placeholder(f"x{i}") for i in range(SHAPES[self.shape].inputs)]
+        outputs = SHAPES[self.shape].build(emit, xs, *self.choices)
+        graph.output(tuple(outputs))
+        return fx.GraphModule(torch.nn.Module(), graph)
+
+    def traced(self) -> fx.GraphModule:
+        """:meth:`build`, with make_fx's ``meta["val"]`` in the aten dialect (all values but
+        those ``unrecorded_values`` leaves out)."""
+        gm = self.build()
+        if self.style != "aten":
+            return gm
+        annotate(gm, self.example_inputs())
+        if self.shape == "unrecorded_values":
+            unrecorded = self.choices[-1]
+            for node in gm.graph.nodes:
+                if node.name in unrecorded:
+                    del node.meta["val"]
+        return gm
+
+    def example_inputs(self, seed: int = 0) -> list[torch.Tensor]:
+        gen = torch.Generator().manual_seed(seed)
+        return [torch.randn(3, 3, generator=gen) for _ in range(SHAPES[self.shape].inputs)]
+
+    @property
+    def expected_merges(self) -> int:
+        return SHAPES[self.shape].merges(*self.choices)
+
+
+def keep_names(graph: fx.Graph) -> frozenset[str]:
+    """The nodes the generator marked never-merged (:data:`KEEP_META`)."""
+    return frozenset(n.name for n in graph.nodes if n.meta.get(KEEP_META))
+
+
+class _Emit:
+    """Adds calls to a graph in one dialect: aten overloads, or torch functions and methods."""
+
+    def __init__(self, graph: fx.Graph, style: str):
+        self.graph, self.style = graph, style
+
+    def call(self, target, *args, keep: bool = False, **kwargs) -> fx.Node:
+        return self.by_keyword(target, kwargs, *args, keep=keep)
+
+    def by_keyword(self, target, kwargs: dict, *args, keep: bool = False) -> fx.Node:
+        """``target(*args, **kwargs)``; ``kwargs`` may name ``self`` (aten's first argument)."""
+        node = self.graph.call_function(target, args, kwargs)
+        node.meta[KEEP_META] = keep
+        return node
+
+    def op(self, aten_op, torch_name: str, *args, keep: bool = False, **kwargs) -> fx.Node:
+        """``aten_op(*args)`` in aten; ``torch_name`` in torch: ``".m"`` a Tensor method,
+        ``"F.f"`` a functional, else a ``torch`` function."""
+        if self.style == "aten":
+            return self.call(aten_op, *args, keep=keep, **kwargs)
+        if torch_name.startswith("."):
+            node = self.graph.call_method(torch_name[1:], args, kwargs)
+            node.meta[KEEP_META] = keep
+            return node
+        target = getattr(F, torch_name[2:]) if torch_name.startswith("F.") \
+            else getattr(torch, torch_name)
+        return self.call(target, *args, keep=keep, **kwargs)
+
+    def base(self, x: fx.Node, clone: bool) -> fx.Node:
+        return self.op(aten.clone.default, ".clone", x) if clone else x
+
+    def pure(self, name: str, x: fx.Node) -> fx.Node:
+        return self.op(*PURE[name], x)
+
+    def write(self, name: str, x: fx.Node) -> fx.Node:
+        aten_op, torch_name, args = WRITERS[name]
+        return self.op(aten_op, torch_name, x, *args, keep=True)
+
+    def view(self, name: str, x: fx.Node) -> fx.Node:
+        if name == "slice" and self.style == "torch":
+            return self.call(operator.getitem, x, (slice(None), slice(0, 2)))
+        aten_op, torch_name, args = VIEWS[name]
+        return self.op(aten_op, torch_name, x, *args)
+
+
+PURE = {"cos": (aten.cos.default, "cos"), "neg": (aten.neg.default, ".neg"),
+        "exp": (aten.exp.default, "exp")}
+WRITERS = {"mul_": (aten.mul_.Tensor, ".mul_", (2.0,)), "add_": (aten.add_.Tensor, ".add_", (1.0,)),
+           "relu_": (aten.relu_.default, ".relu_", ())}
+VIEWS = {"t": (aten.t.default, ".t", ()), "transpose": (aten.transpose.int, ".transpose", (0, 1)),
+         "select": (aten.select.int, ".select", (0, 0)),
+         "slice": (aten.slice.Tensor, "", (1, 0, 2)),
+         "unsqueeze": (aten.unsqueeze.default, ".unsqueeze", (0,))}
+SPLITTERS = {"unbind": (aten.unbind.int, ".unbind", ()),
+             "split": (aten.split.Tensor, ".split", (2,)),
+             "chunk": (aten.chunk.default, ".chunk", (2,))}
+
+
+def _list_view_write(emit, xs, clone, pure, splitter, dim, index, writer, return_part):
+    base = emit.base(xs[0], clone)
+    a = emit.pure(pure, base)
+    aten_op, torch_name, args = SPLITTERS[splitter]
+    parts = emit.op(aten_op, torch_name, base, *args, dim)
+    part = emit.call(operator.getitem, parts, index)
+    written = emit.write(writer, part)
+    both = emit.op(aten.add.Tensor, "add", a, emit.pure(pure, base))
+    return [both, written] if return_part else [both]
+
+
+def _returned_write_of_view(emit, xs, clone, view, writer, return_first):
+    base = emit.base(xs[0], clone)
+    first, second = emit.view(view, base), emit.view(view, base)
+    written = emit.write(writer, first)
+    return [written, second, first] if return_first else [written, second]
+
+
+def _opaque_alias(emit, xs, function, clone, swap, writer, pure):
+    """``f(x0, base)`` returns (a view of) ``base``; swapped, ``f(base, x0)`` returns ``x0``:
+    the aliased argument is the later one, whichever comes first in the graph. Both reads
+    come after the call (the call itself may write its arguments), the write between them."""
+    base = emit.base(xs[1], clone)
+    aliased, args = (xs[0], (base, xs[0])) if swap else (base, (xs[0], base))
+    alias = emit.call(OPAQUE_ALIASES[function], *args, keep=True)
+    a = emit.pure(pure, aliased)
+    emit.write(writer, alias)
+    return [emit.op(aten.add.Tensor, "add", a, emit.pure(pure, aliased))]
+
+
+def _keyword_arguments(emit, xs, clone, view, writer, pure):
+    """aten only: every argument of the view, the write and the pure op by keyword."""
+    def named(op, args) -> dict:
+        return dict(zip([a.name for a in op._schema.arguments[1:]], args))
+    base = emit.by_keyword(aten.clone.default, {"self": xs[0]}) if clone else xs[0]
+    a = emit.by_keyword(PURE[pure][0], {"self": base})
+    view_op, _, view_args = VIEWS[view]
+    v = emit.by_keyword(view_op, {"self": base, **named(view_op, view_args)})
+    write_op, _, write_args = WRITERS[writer]
+    emit.by_keyword(write_op, {"self": v, **named(write_op, write_args)}, keep=True)
+    b = emit.by_keyword(PURE[pure][0], {"self": base})
+    return [emit.by_keyword(aten.add.Tensor, {"self": a, "other": b})]
+
+
+def _opaque_functions(emit, xs, which, seed):
+    """torch only: two reseeded draws (equal in eager), or a user function writing twice."""
+    if which == "manual_seed":
+        draws = []
+        for _ in range(2):
+            emit.call(torch.manual_seed, seed, keep=True)
+            draws.append(emit.call(torch.rand_like, xs[0], keep=True))
+        return draws
+    base = emit.op(aten.clone.default, ".clone", xs[0])
+    emit.call(sym_bump_, base, keep=True)
+    emit.call(sym_bump_, base, keep=True)
+    return [emit.op(aten.cos.default, "cos", base)]
+
+
+def _attention_dropout(emit, xs, dropout_p, by_keyword):
+    """aten only: ``_scaled_dot_product_attention_math(q, q, q, None, dropout_p)`` twice."""
+    q = emit.call(aten.unsqueeze.default, emit.call(aten.unsqueeze.default, xs[0], 0), 0)
+    outs = []
+    for _ in range(2):
+        kwargs = {"dropout_p": dropout_p} if by_keyword else {}
+        args = (q, q, q) if by_keyword else (q, q, q, None, dropout_p)
+        pair = emit.call(aten._scaled_dot_product_attention_math.default, *args,
+                         keep=dropout_p != 0, **kwargs)
+        outs.append(emit.call(operator.getitem, pair, 0))
+    return [emit.call(aten.sub.Tensor, outs[0], outs[1])]
+
+
+MAYBE_COPY = {"reshape": (aten.reshape.default, ([-1],)), "flatten": (aten.flatten.using_ints, ()),
+              "contiguous": (aten.contiguous.default, ())}
+
+
+def _unrecorded_values(emit, xs, transposed, op, writer, unrecorded):
+    """aten only (``unrecorded`` names the nodes whose values are dropped: CseCase.traced)."""
+    base = emit.call(aten.t.default, xs[0]) if transposed else xs[0]
+    aten_op, args = MAYBE_COPY[op]
+    first, second = emit.call(aten_op, base, *args), emit.call(aten_op, base, *args)
+    emit.write(writer, first)
+    return [emit.call(aten.cos.default, second)]
+
+
+def _write_reads_twin(emit, xs, clone, pure, writer):
+    """aten only: ``a = pure(x); b = pure(x); a.<writer>(b ...)``."""
+    base = emit.base(xs[0], clone)
+    a, b = emit.pure(pure, base), emit.pure(pure, base)
+    if writer == "addmm_":
+        written = emit.call(aten.addmm_.default, a, b, b, keep=True)
+    else:
+        written = emit.call(getattr(aten, writer).Tensor, a, b, keep=True)
+    return [emit.call(aten.neg.default, written)]
+
+
+def _fresh(text: str) -> str:
+    """An equal string that is a new object (not the interned literal)."""
+    return "".join(list(text))
+
+
+def _distinct_equal_leaves(emit, xs, leaf):
+    if leaf == "string":
+        first, second = (emit.op(aten.gelu.default, "F.gelu", xs[0], approximate=_fresh("tanh"))
+                         for _ in range(2))
+    else:  # device: a new torch.device object each call
+        first, second = (emit.op(aten.full.default, "full", [3, 3], 2.0, dtype=torch.float32,
+                                 device=torch.device("cpu")) for _ in range(2))
+    return [emit.op(aten.add.Tensor, "add", first, second)]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A shape: its builder, how many inputs, the dialects it is drawn in, its choices (one
+    list per builder parameter after ``emit, xs``) and its by-hand merge count."""
+
+    build: object
+    inputs: int
+    styles: tuple[str, ...]
+    choices: tuple[tuple, ...]
+    merges: object = lambda *choices: 0
+
+
+_BOOL = (False, True)
+SHAPES: dict[str, Shape] = {
+    "list_view_write": Shape(_list_view_write, 1, ("aten", "torch"), (
+        _BOOL, tuple(PURE), tuple(SPLITTERS), (0, 1), (0, 1), tuple(WRITERS), _BOOL)),
+    "returned_write_of_view": Shape(_returned_write_of_view, 1, ("aten", "torch"), (
+        _BOOL, tuple(VIEWS), tuple(WRITERS), _BOOL)),
+    "opaque_alias": Shape(_opaque_alias, 2, ("aten", "torch"), (
+        tuple(OPAQUE_ALIASES), _BOOL, _BOOL, tuple(WRITERS), tuple(PURE))),
+    "keyword_arguments": Shape(_keyword_arguments, 1, ("aten",), (
+        _BOOL, tuple(VIEWS), ("mul_", "add_"), tuple(PURE))),
+    "opaque_functions": Shape(_opaque_functions, 1, ("torch",), (
+        ("manual_seed", "sym_bump_"), (0, 7))),
+    "attention_dropout": Shape(_attention_dropout, 1, ("aten",), (
+        (0.0, 0.5, 0, -0.0, 0.25), _BOOL),
+        merges=lambda p, by_keyword: 2 if p == 0 else 0),
+    "unrecorded_values": Shape(_unrecorded_values, 1, ("aten",), (
+        _BOOL, tuple(MAYBE_COPY), tuple(WRITERS),
+        (("x0",), ("t_default",), ("x0", "t_default")))),
+    "write_reads_twin": Shape(_write_reads_twin, 1, ("aten",), (
+        _BOOL, tuple(PURE), ("add_", "mul_", "sub_", "addmm_")),
+        merges=lambda clone, pure, writer: 0 if writer == "addmm_" else 1),
+    "distinct_equal_leaves": Shape(_distinct_equal_leaves, 1, ("aten", "torch"), (
+        ("string", "device"),), merges=lambda leaf: 1),
+}
+
+
+@st.composite
+def cse_cases(draw, shapes: tuple[str, ...] = tuple(SHAPES)) -> CseCase:
+    """Cases of the given shapes (module docstring)."""
+    unknown = set(shapes) - set(SHAPES)
+    if not shapes or unknown:
+        raise ValueError(f"shapes={shapes!r}: each must be one of {tuple(SHAPES)}")
+    shape = draw(st.sampled_from(shapes))
+    style = draw(st.sampled_from(SHAPES[shape].styles))
+    choices = tuple(draw(st.sampled_from(options)) for options in SHAPES[shape].choices)
+    if shape == "unrecorded_values" and not choices[0]:  # no t node to leave unrecorded
+        choices = (*choices[:-1], ("x0",))
+    return CseCase(shape, style, choices)
+
+
+# --- malformed graphs: what a CSE must refuse (the caller's graph is wrong) ---
+
+#: how a valid graph is broken: a reader moved before its input, an input made to read its
+#: reader (a cycle), or a reader made to read a node of another graph.
+CORRUPTIONS = ("reorder", "cycle", "foreign")
+#: aten shapes whose graphs hold a computed value read by another (what each corruption needs)
+CORRUPTIBLE = ("list_view_write", "write_reads_twin", "keyword_arguments")
+
+
+@dataclass(frozen=True)
+class MalformedCase:
+    """A traced :class:`CseCase` broken by ``corruption`` at the ``pick``-th (reader, computed
+    input) pair of its graph, counted modulo their number."""
+
+    case: CseCase
+    corruption: str
+    pick: int
+
+    def graph(self) -> fx.Graph:
+        graph = self.case.traced().graph
+        pairs = [(node, source) for node in graph.nodes if node.op == "call_function"
+                 for source in node.all_input_nodes
+                 if source.op == "call_function" and source.all_input_nodes]
+        reader, source = pairs[self.pick % len(pairs)]
+        if self.corruption == "reorder":
+            source.prepend(reader)
+        elif self.corruption == "cycle":
+            source.replace_input_with(source.all_input_nodes[0], reader)
+        else:
+            other = fx.Graph().placeholder("elsewhere")
+            other.meta["val"] = source.meta["val"]
+            reader.replace_input_with(source, other)
+        return graph
+
+
+@st.composite
+def malformed_graphs(draw) -> MalformedCase:
+    """A valid aten case of a :data:`CORRUPTIBLE` shape, broken one of the CORRUPTIONS ways."""
+    case = draw(cse_cases(CORRUPTIBLE).filter(lambda c: c.style == "aten"))
+    return MalformedCase(case, draw(st.sampled_from(CORRUPTIONS)), draw(st.integers(0, 7)))
