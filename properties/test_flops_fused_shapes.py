@@ -1,0 +1,60 @@
+"""The fused multi-head attention op (``_native_multi_head_attention``, nn.MultiheadAttention's
+inference fast path) with queries and keys of their own shapes, through the backend's
+``flop_counter``, on shape-only (meta) tensors, whose kernel checks none of this.
+
+For embedding ``E``, ``H`` heads, ``B`` query sequences of ``Lq`` tokens and ``B`` key/value
+sequences of ``Lk`` tokens, the same math unfused is, by hand: the projections of the
+queries ``2 B Lq E^2``, of the keys and of the values ``2 B Lk E^2`` each, attention
+``q k^T`` and ``p v`` ``4 B Lq Lk E``, and the out-projection ``2 B Lq E^2``. A query batch
+that is not the key batch (more or fewer sequences) does not fit: it is refused (ValueError
+or AssertionError), never counted.
+
+Reach: the fitting call was counted (> 0).
+
+Against torch (``--refimpl-target torch``, 2.13) this fails: torch has no formula for the
+fused op (0 FLOPs, no refusal; docs/findings.md, FLOPs 10).
+"""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from refimpl.oracle import component
+from refimpl.properties.reach import reach
+
+aten = torch.ops.aten
+REFUSED = (ValueError, AssertionError)
+
+
+def _attention(heads: int, head_dim: int, batch_q: int, batch_k: int, lq: int, lk: int):
+    embed = heads * head_dim
+    meta = lambda *shape: torch.empty(*shape, device="meta")
+    return lambda: aten._native_multi_head_attention(
+        meta(batch_q, lq, embed), meta(batch_k, lk, embed), meta(batch_k, lk, embed), embed,
+        heads, meta(3 * embed, embed), meta(3 * embed), meta(embed, embed), meta(embed))
+
+
+@given(st.integers(1, 3), st.integers(1, 4), st.integers(1, 3), st.integers(1, 5),
+       st.integers(1, 5), st.sampled_from([-1, 1]))
+def test_fused_attention_counts_cross_attention_and_refuses_other_batches(
+        refimpl_backend, heads, head_dim, batch, lq, lk, off):
+    make = component(refimpl_backend, "flop_counter")
+    with make(display=False) as counter:
+        _attention(heads, head_dim, batch, batch, lq, lk)()
+    counted = counter.get_total_flops()
+    reach(counted > 0)
+    e = heads * head_dim
+    expected = (2 * batch * lq * e * e + 2 * (2 * batch * lk * e * e)
+                + 4 * batch * lq * lk * e + 2 * batch * lq * e * e)
+    assert counted == expected, (f"{refimpl_backend.name}: E={e}, H={heads}, B={batch}, "
+                                 f"Lq={lq}, Lk={lk}: counted {counted}, expected {expected}")
+    other = batch + off if batch + off >= 1 else batch + 1
+    try:
+        with make(display=False) as counter:
+            _attention(heads, head_dim, batch, other, lq, lk)()
+    except REFUSED:
+        return
+    raise AssertionError(f"{refimpl_backend.name}: query batch {batch}, key batch {other} "
+                         f"counted {counter.get_total_flops()} instead of refusing")
