@@ -19,6 +19,9 @@ table, from a hand count of the program's plain data, never from a counter:
   nothing else; with ``display=False`` nothing.
 
 Reach: some FLOPs were counted and ``get_table`` shows at least one module row.
+
+Against torch (``--refimpl-target torch``, 2.13 with tabulate 0.10) this fails: its table
+loses every leading space (docs/findings.md, FLOPs 12); the rest of its table agrees.
 """
 
 from __future__ import annotations
