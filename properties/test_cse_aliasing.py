@@ -8,7 +8,9 @@ the original computes. Each shape is a class of aliasing a CSE must track:
 * a write through an element of a list of views (``unbind``, ``split``, ``chunk``);
 * an in-place op's result, which is its argument itself, returned beside an equal view;
 * an opaque Python call whose result aliases one of several tensor arguments;
-* views, writes and pure ops whose arguments are given by keyword.
+* views, writes and pure ops whose arguments are given by keyword;
+* a view of a view (``as_strided`` among them), written;
+* an ``out=`` argument, the base or a view of it.
 
 Reach: the graph holds two equal calls (a naive CSE would merge them), in every example.
 """
@@ -55,4 +57,18 @@ def test_arguments_given_by_keyword_alias_as_given_by_position(refimpl_backend, 
     """``aten.t.default(self=y)`` is a view of ``y`` and ``aten.mul_.Tensor(self=v,
     other=2.0)`` writes ``v``: a write through a view given by keyword separates two reads
     of its base."""
+    _judged(refimpl_backend, case)
+
+
+@given(cse_cases(("view_chain_write",)))
+def test_a_write_through_a_view_of_a_view_separates_equal_reads(refimpl_backend, case):
+    """``a = cos(y); y.t().as_strided((2, 2), (3, 1)).mul_(2); b = cos(y)``: a write
+    through a view of a view reaches ``y``."""
+    _judged(refimpl_backend, case)
+
+
+@given(cse_cases(("out_write",)))
+def test_an_out_argument_is_written(refimpl_backend, case):
+    """``a = cos(y); torch.neg(x, out=y.t()); b = cos(y)``: the keyword-only ``out``
+    argument is written, directly or through a view."""
     _judged(refimpl_backend, case)

@@ -18,6 +18,9 @@ The shapes (each a class of bugs, not one bug):
   returned tensors are two objects in eager;
 * ``opaque_alias``: a Python function (opaque to CSE) of two tensors returning the later
   one, a view or an element of it, then written: the write reaches that argument;
+* ``view_chain_write``: a write through a view of a view (``as_strided`` among them)
+  between two equal reads of the base;
+* ``out_write``: an ``out=`` call writing the base (or a view of it) between two equal reads;
 * ``keyword_arguments``: the tensor arguments of views, writes and pure ops given by
   keyword (``aten.t.default(self=x)``), as hand-built or rewritten graphs have them;
 * ``opaque_functions``: Python calls with effects a schema cannot show: ``torch.manual_seed``
@@ -182,7 +185,13 @@ WRITERS = {"mul_": (aten.mul_.Tensor, ".mul_", (2.0,)), "add_": (aten.add_.Tenso
 VIEWS = {"t": (aten.t.default, ".t", ()), "transpose": (aten.transpose.int, ".transpose", (0, 1)),
          "select": (aten.select.int, ".select", (0, 0)),
          "slice": (aten.slice.Tensor, "", (1, 0, 2)),
-         "unsqueeze": (aten.unsqueeze.default, ".unsqueeze", (0,))}
+         "unsqueeze": (aten.unsqueeze.default, ".unsqueeze", (0,)),
+         "as_strided": (aten.as_strided.default, ".as_strided", ((2, 2), (3, 1)))}
+#: views that fit the result of any of VIEWS (a view of a view)
+SECOND_VIEWS = ("unsqueeze", "as_strided")
+#: ops with an ``out=`` overload: aten's ``.out``, torch's function
+OUT_OPS = {"cos": (aten.cos.out, "cos"), "neg": (aten.neg.out, "neg"),
+           "exp": (aten.exp.out, "exp")}
 SPLITTERS = {"unbind": (aten.unbind.int, ".unbind", ()),
              "split": (aten.split.Tensor, ".split", (2,)),
              "chunk": (aten.chunk.default, ".chunk", (2,))}
@@ -216,6 +225,26 @@ def _opaque_alias(emit, xs, function, clone, swap, writer, pure):
     a = emit.pure(pure, aliased)
     emit.write(writer, alias)
     return [emit.op(aten.add.Tensor, "add", a, emit.pure(pure, aliased))]
+
+
+def _view_chain_write(emit, xs, clone, first, second, writer, pure):
+    """``a = pure(y); second(first(y)).<writer>; b = pure(y)``: a view of a view (one of
+    them ``as_strided``, maybe), written: the write reaches ``y``."""
+    base = emit.base(xs[0], clone)
+    a = emit.pure(pure, base)
+    emit.write(writer, emit.view(second, emit.view(first, base)))
+    return [emit.op(aten.add.Tensor, "add", a, emit.pure(pure, base))]
+
+
+def _out_write(emit, xs, into_view, op, pure):
+    """``y = x.clone(); a = pure(y); op(x, out=y or y.t()); b = pure(y)``: an ``out=`` call
+    writes its ``out`` argument (keyword-only), directly or through a view."""
+    base = emit.op(aten.clone.default, ".clone", xs[0])
+    a = emit.pure(pure, base)
+    target = emit.view("t", base) if into_view else base
+    aten_op, torch_name = OUT_OPS[op]
+    emit.op(aten_op, torch_name, xs[0], keep=True, out=target)
+    return [emit.op(aten.add.Tensor, "add", a, emit.pure(pure, base))]
 
 
 def _keyword_arguments(emit, xs, clone, view, writer, pure):
@@ -318,6 +347,9 @@ SHAPES: dict[str, Shape] = {
         _BOOL, tuple(VIEWS), tuple(WRITERS), _BOOL)),
     "opaque_alias": Shape(_opaque_alias, 2, ("aten", "torch"), (
         tuple(OPAQUE_ALIASES), _BOOL, _BOOL, tuple(WRITERS), tuple(PURE))),
+    "view_chain_write": Shape(_view_chain_write, 1, ("aten", "torch"), (
+        _BOOL, tuple(VIEWS), SECOND_VIEWS, tuple(WRITERS), tuple(PURE))),
+    "out_write": Shape(_out_write, 1, ("aten", "torch"), (_BOOL, tuple(OUT_OPS), tuple(PURE))),
     "keyword_arguments": Shape(_keyword_arguments, 1, ("aten",), (
         _BOOL, tuple(VIEWS), ("mul_", "add_"), tuple(PURE))),
     "opaque_functions": Shape(_opaque_functions, 1, ("torch",), (
