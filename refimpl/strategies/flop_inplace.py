@@ -2,12 +2,13 @@
 in-place op is counted as its out-of-place op" property.
 
 :func:`inplace_programs` draws an :class:`InplaceProgram`: a chain of steps on a ``[rows,
-cols]`` tensor, each from :data:`STEPS` and each run either out of place (``y.cumsum(-1)``)
-or in place on a copy (``y.clone().cumsum_(-1)``: the copy keeps autograd's saved values
-intact), then optionally a backward. Every step is free by torch's counter's convention (no
-matrix product: elementwise ops, scans, masked and indexed writes, triangle masks), so a
-counter must count 0 for the program whichever variants run, and report no op as uncounted
-where it reports them.
+cols]`` tensor, every step of :data:`STEPS` once in a drawn order, each run either out of
+place (``y.cumsum(-1)``) or in place on a copy (``y.clone().cumsum_(-1)``: the copy keeps
+autograd's saved values intact), then optionally a backward. Every step is free by torch's
+counter's convention (no matrix product: elementwise ops, also through the ``_foreach_``
+kernels and inside a profiler range, scans, masked and indexed writes, triangle masks), so
+a counter must count 0 for the program whichever variants run, and report no op as
+uncounted where it reports them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,20 @@ __all__ = ["STEPS", "InplaceProgram", "inplace_programs"]
 
 def _rows(y: torch.Tensor) -> torch.Tensor:
     return torch.arange(0, y.shape[0], 2)
+
+
+def _foreach_add(y: torch.Tensor, in_place: bool) -> torch.Tensor:
+    """``y + 1`` by the ``_foreach_`` kernels (a list of one tensor)."""
+    if in_place:
+        torch._foreach_add_([y], 1.0)
+        return y
+    return torch._foreach_add([y], 1.0)[0]
+
+
+def _marked(y: torch.Tensor, in_place: bool) -> torch.Tensor:
+    """``y * 2`` inside a profiler range (``record_function``: the profiler's marker ops)."""
+    with torch.profiler.record_function("refimpl-step"):
+        return y.mul_(2) if in_place else y.mul(2)
 
 
 #: name -> (out of place, in place), each taking y [r, c] to a tensor of its shape.
@@ -51,6 +66,8 @@ STEPS: dict[str, tuple[Any, Any]] = {
                                                   y * 2, "sum"),
                        lambda y: y.scatter_reduce_(0, torch.zeros_like(y, dtype=torch.long),
                                                    y.detach() * 2, "sum")),
+    "foreach_add": (lambda y: _foreach_add(y, False), lambda y: _foreach_add(y, True)),
+    "record_function": (lambda y: _marked(y, False), lambda y: _marked(y, True)),
 }
 
 
@@ -75,7 +92,8 @@ class InplaceProgram:
 
 @st.composite
 def inplace_programs(draw: st.DrawFn) -> InplaceProgram:
-    steps = draw(st.lists(st.tuples(st.sampled_from(sorted(STEPS)), st.booleans()),
-                          min_size=1, max_size=5))
-    return InplaceProgram(tuple(steps), draw(st.integers(1, 5)), draw(st.integers(1, 5)),
-                          draw(st.booleans()))
+    """Every step of :data:`STEPS` once, in a drawn order, each in a drawn variant."""
+    names = draw(st.permutations(sorted(STEPS)))
+    flags = draw(st.lists(st.booleans(), min_size=len(names), max_size=len(names)))
+    return InplaceProgram(tuple(zip(names, flags, strict=True)), draw(st.integers(1, 5)),
+                          draw(st.integers(1, 5)), draw(st.booleans()))
