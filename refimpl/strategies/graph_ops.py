@@ -368,6 +368,8 @@ _EFFECTS = [
            _call(torch.rand_like), _same),
     OpKind("randn_like", "random", 1, _any, _call(aten.randn_like.default),
            _call(torch.randn_like), _same),
+    OpKind("randint_like", "random", 1, _any, _call(aten.randint_like.default, 1),
+           _call(torch.randint_like, 1), _same, lambda vs, consts: st.just((4,))),
     OpKind("bernoulli", "random", 1, _any, _call(aten.bernoulli.p, 1), _call(torch.bernoulli, 1),
            _same, lambda vs, consts: st.just((0.5,))),
     OpKind("native_dropout", "random", 1, _any, _emit_dropout, _call(F.dropout, 2), _same,

@@ -724,7 +724,8 @@ FEATURES: tuple[Feature, ...] = (
     _feature("returned_duplicates", "two returned values that are the same call (two "
              "clones of x, two x.t())", RETURNED, shows_returned_duplicates,
              "test_cse_keeps_returned_tensors_distinct"),
-    _feature("random", "a random op called twice on the same input (rand_like, dropout)",
+    _feature("random", "a random op called twice on the same input (rand_like, randint_like, "
+             "dropout)",
              EFFECTS, lambda s: _repeated(s, "random"),
              "test_random_and_mutating_nodes_are_never_merged"),
     _feature("inplace_random", "an in-place random draw written twice (x.clone().uniform_())",
