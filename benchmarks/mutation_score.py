@@ -144,7 +144,64 @@ EXCLUDED_OPERATORS = [
 #: mutants need no entry: the script shows each one equivalent (``only_annotations``: the
 #: module's AST with annotations stripped is unchanged). The equivalences argued for the
 #: seed-0 runs had no such test; they are survivors until one is written.
-EQUIVALENT: dict[str, tuple[str, str]] = {}
+_CSE_EQ = "tests/test_mutation_equivalents_cse.py::"
+EQUIVALENT: dict[str, tuple[str, str]] = {
+    # shown after the first run of seed 731252159 (cse), each by its test:
+    "refimpl/cse/aliasing.py:46 core/ReplaceComparisonOperator_IsNot_NotEq 0":
+        (_CSE_EQ + "test_node_inequality_is_identity",
+         "fx.Node has no equality of its own: != between nodes is identity"),
+    "refimpl/cse/eliminate.py:192 core/ReplaceComparisonOperator_IsNot_NotEq 3":
+        (_CSE_EQ + "test_node_inequality_is_identity",
+         "fx.Node has no equality of its own: != between nodes is identity"),
+    "refimpl/cse/aliasing.py:56 core/ReplaceComparisonOperator_Eq_GtE 0":
+        (_CSE_EQ + "test_treating_placeholders_as_outputs_adds_no_value",
+         "ops >= 'output' are output, placeholder, root; a placeholder's args hold no node"),
+    "refimpl/cse/effects.py:105 core/ReplaceComparisonOperator_Eq_GtE 0":
+        (_CSE_EQ + "test_every_op_sorts_at_or_after_call_function_and_aten_targets_are_calls",
+         "every op is >= 'call_function'; fx refuses an aten target on any other op"),
+    "refimpl/cse/effects.py:105 core/ReplaceComparisonOperator_Eq_Is 0":
+        (_CSE_EQ + "test_the_cached_classification_is_the_per_node_one",
+         "where 'is' fails the node goes to effect_of, which gives the cached path's Effect"),
+    "refimpl/cse/effects.py:127 core/NumberReplacer 3":
+        (_CSE_EQ + "test_a_maybe_copy_re_run_has_exactly_one_alias",
+         "guarded by len(aliases) == 1: aliases[-1] is aliases[0]"),
+    "refimpl/cse/effects.py:271 core/ReplaceComparisonOperator_Eq_LtE 6":
+        (_CSE_EQ + "test_only_call_function_sorts_at_or_before_call_function",
+         "of the node ops only 'call_function' is <= 'call_function'"),
+    "refimpl/cse/effects.py:284 core/ReplaceComparisonOperator_Eq_LtE 7":
+        (_CSE_EQ + "test_only_call_function_sorts_at_or_before_call_function",
+         "of the node ops only 'call_function' is <= 'call_function'"),
+    "refimpl/cse/effects.py:287 core/ReplaceComparisonOperator_Is_Eq 4":
+        (_CSE_EQ + "test_sym_functions_compare_by_identity",
+         "torch.sym_* are functions: == is identity"),
+    "refimpl/cse/eliminate.py:119 core/ReplaceComparisonOperator_Lt_NotEq 0":
+        (_CSE_EQ + "test_first_write_index_bound",
+         "bisect_right returns 0..len: i < len iff i != len (exhaustive)"),
+    "refimpl/cse/eliminate.py:126 core/ReplaceComparisonOperator_Gt_GtE 0":
+        (_CSE_EQ + "test_unseen_compares_only_unequal_positions",
+         "under write != last_read, > and >= agree (exhaustive)"),
+    "refimpl/cse/eliminate.py:153 core/ReplaceTrueWithFalse 1":
+        (_CSE_EQ + "test_merge_pass_is_never_mutated_nor_hashed",
+         "MergePass is never assigned to nor hashable (dict field): frozen changes nothing"),
+    "refimpl/cse/keys.py:49 core/ReplaceComparisonOperator_Is_Eq 0":
+        (_CSE_EQ + "test_type_equality_is_identity",
+         "no argument type's metaclass defines =="),
+    "refimpl/cse/keys.py:51 core/ReplaceComparisonOperator_Is_Eq 1":
+        (_CSE_EQ + "test_type_equality_is_identity",
+         "no argument type's metaclass defines =="),
+    "refimpl/cse/keys.py:51 core/ReplaceComparisonOperator_Is_Eq 2":
+        (_CSE_EQ + "test_type_equality_is_identity",
+         "no argument type's metaclass defines =="),
+    "refimpl/cse/keys.py:53 core/ReplaceComparisonOperator_Is_Eq 3":
+        (_CSE_EQ + "test_type_equality_is_identity",
+         "no argument type's metaclass defines =="),
+    "refimpl/cse/keys.py:55 core/ReplaceComparisonOperator_Is_Eq 4":
+        (_CSE_EQ + "test_type_equality_is_identity",
+         "no argument type's metaclass defines =="),
+    "refimpl/cse/keys.py:51 core/ReplaceOrWithAnd 0":
+        (_CSE_EQ + "test_lists_and_tuples_key_alike_on_either_path",
+         "lists and tuples then take _freeze_other's list/tuple rule: the same key"),
+}
 
 #: What the fork server imports before forking (never refimpl: the children import the mutant).
 PRELOADED = ("torch", "torch.fx", "torch._dynamo", "numpy", "scipy")
