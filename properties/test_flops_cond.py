@@ -1,9 +1,9 @@
 """``torch.cond`` under the backend's FLOP counter: the higher-order op's count and result.
 
-Each example draws a program (:mod:`refimpl.strategies.flop_cond`): square products outside
+Each example draws a program (:mod:`refimpl.strategies.flop_programs`): square products outside
 every module, then a module that runs products, ``torch.cond`` over two branches of drawn
 products (an op may run in one branch only, or count 0 in one branch: an empty inner
-dimension) and more products. The expectation (:mod:`refimpl.expect.flop_cond`), by hand
+dimension) and more products. The expectation (:mod:`refimpl.expect.flops`), by hand
 from the program's data, follows torch's documented rule: per module and op, the larger of
 the two branches' counts is added to what ran before and after, and the call returns the
 branch the predicate selects.
@@ -23,10 +23,10 @@ from __future__ import annotations
 import torch
 from hypothesis import given
 
-from refimpl.expect.flop_cond import cond_counts, cond_result, step_counts
+from refimpl.expect.flops import cond_counts, cond_result, step_counts
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
-from refimpl.strategies.flop_cond import CondProgram, cond_programs
+from refimpl.strategies.flop_programs import CondProgram, cond_programs
 
 
 @given(cond_programs())

@@ -2,7 +2,7 @@
 (``display=True``), and the counts behind them, under every constructor option.
 
 Each example draws a program of matrix products on the meta device, run outside every
-module and inside nested modules (:mod:`refimpl.strategies.flop_tables`; sizes on a log
+module and inside nested modules (:mod:`refimpl.strategies.flop_trees`; sizes on a log
 scale, so the table's unit ranges from none to T, and some products of 0 FLOPs), and the
 counter's options: ``depth`` (None or 0-4), ``display``, ``mods`` (none, the first root
 module, or the list of every root: torch's constructor ignores it, and so must the counts),
@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from refimpl.expect.flop_table import expected_rows, program_counts, table_rows
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
-from refimpl.strategies.flop_tables import TableProgram, table_programs
+from refimpl.strategies.flop_trees import TableProgram, table_programs
 
 DEPTHS = st.one_of(st.none(), st.integers(0, 4))
 

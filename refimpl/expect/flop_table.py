@@ -109,7 +109,7 @@ def table_rows(text: str) -> tuple[list[Cell], list[str]]:
 # ---- the counts a table program must give, by hand ------------------------------------------
 
 def call_flops(call: Any) -> int:
-    """A product's FLOPs (:class:`refimpl.strategies.flop_tables.MatCall`, read as plain
+    """A product's FLOPs (:class:`refimpl.strategies.flop_trees.MatCall`, read as plain
     data): ``[m, k] x [k, n]`` is ``m n`` dot products of length ``k``, 2 FLOPs per
     multiply-accumulate, once per batch; ``addmm``'s bias addition is not counted."""
     return 2 * call.batch * call.m * call.k * call.n
@@ -117,7 +117,7 @@ def call_flops(call: Any) -> int:
 
 def program_counts(program: Any) -> dict[str, dict[Any, int]]:
     """{name: {op packet: FLOPs}} that a counter must report for ``program`` (a
-    :class:`refimpl.strategies.flop_tables.TableProgram`): each product counts in "Global"
+    :class:`refimpl.strategies.flop_trees.TableProgram`): each product counts in "Global"
     and in every module running when it runs (the module and the modules above it); a
     module's ops are listed in the order it first ran them."""
     counts: dict[str, dict[Any, int]] = {GLOBAL: {}}

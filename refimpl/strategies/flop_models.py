@@ -23,7 +23,9 @@ the FLOP properties' generators must draw, each held at 20% of ci-profile draws 
 tests/test_features.py and listed in docs/features.md. Most live in
 :mod:`refimpl.strategies.flop_trees` (every op family, nesting, run modes, torch.compile),
 the fused inference paths in :mod:`refimpl.strategies.fused`, the mm-family calls'
-keyword scalars in :mod:`refimpl.strategies.matmul`.
+keyword scalars in :mod:`refimpl.strategies.matmul`, the ``get_table`` programs also in
+:mod:`refimpl.strategies.flop_trees`, the in-place and ``torch.cond`` programs in
+:mod:`refimpl.strategies.flop_programs`.
 """
 
 from __future__ import annotations
@@ -39,7 +41,22 @@ from torch import nn
 
 from refimpl.strategies.conv import ConvConfig, conv_configs
 from refimpl.strategies.features import Feature
-from refimpl.strategies.flop_trees import LeafSpec, ModuleTree, TreeSpec, module_trees
+from refimpl.strategies.flop_programs import (
+    CondProgram,
+    InplaceProgram,
+    cond_programs,
+    inplace_programs,
+)
+from refimpl.strategies.flop_trees import (
+    LeafSpec,
+    MatCall,
+    ModuleTree,
+    Stage,
+    TableProgram,
+    TreeSpec,
+    module_trees,
+    table_programs,
+)
 from refimpl.strategies.fused import FUSED_MODULES, fused_cases
 from refimpl.strategies.matmul import matmul_cases
 
@@ -291,6 +308,42 @@ def _mm_family_draws():
     return matmul_cases(ops=st.sampled_from(["mm", "addmm", "bmm", "baddbmm"]))
 
 
+_TABLE = "test_flops_table.py::test_table_shows_the_hand_count"
+_COND = "test_flops_cond.py::test_cond_counts_the_larger_branch_and_returns_the_selected_one"
+_INPLACE = "test_flops_inplace.py::test_inplace_ops_count_as_their_out_of_place_ops"
+
+
+def _stage_calls(stage: Stage) -> list[MatCall]:
+    """Every product a stage of a table program runs, its children's included."""
+    inner = [call for child in stage.children for call in _stage_calls(child)]
+    return [*stage.before, *inner, *stage.after]
+
+
+def _table_calls(program: TableProgram) -> list[MatCall]:
+    """Every product a table program runs, outside and inside its modules."""
+    return [*program.outside, *(call for root in program.roots for call in _stage_calls(root))]
+
+
+def _table_feature(name: str, meaning: str, detect) -> Feature:
+    return Feature("flops", name, meaning, table_programs, detect, _TABLE)
+
+
+def _cond_zero_in_one_branch(p: CondProgram) -> bool:
+    return ("empty" in p.true_steps) != ("empty" in p.false_steps)
+
+
+def _cond_feature(name: str, meaning: str, detect) -> Feature:
+    return Feature("flops", name, meaning, cond_programs, detect, _COND)
+
+
+def _any_in_place(p: InplaceProgram) -> bool:
+    return any(in_place for _, in_place in p.steps)
+
+
+def _inplace_feature(name: str, meaning: str, detect) -> Feature:
+    return Feature("flops", name, meaning, inplace_programs, detect, _INPLACE)
+
+
 #: the FLOP component's features (module docstring); docs/features.md lists them.
 FEATURES: tuple[Feature, ...] = (
     *(_tree_feature(f"family_{family}", meaning, _has_family(family))
@@ -331,4 +384,29 @@ FEATURES: tuple[Feature, ...] = (
     Feature("flops", "mm_keyword_scalars", "an addmm or baddbmm call passing beta and/or "
             "alpha by keyword (pytorch/pytorch#98247)", _mm_family_draws,
             lambda case: bool(case.scalars), _MM_FAMILY),
+    _table_feature("table_nested_modules", "a root module of the table program with child "
+                   "modules (indented rows, cut by the table's depth)",
+                   lambda p: any(root.children for root in p.roots)),
+    _table_feature("table_global_row", "products run outside every module (counted under "
+                   "Global only)", lambda p: bool(p.outside)),
+    _table_feature("table_two_roots", "two root modules, of distinct class names",
+                   lambda p: len(p.roots) > 1),
+    _table_feature("table_zero_product", "a product with an empty inner dimension (a row of "
+                   "0 FLOPs)", lambda p: any(call.k == 0 for call in _table_calls(p))),
+    _table_feature("table_large_units", "a total of at least 10 million FLOPs (the table's "
+                   "numbers in M or a larger unit)",
+                   lambda p: sum(2 * c.batch * c.m * c.k * c.n
+                                 for c in _table_calls(p)) >= 10**7),
+    _cond_feature("cond_branches_differ", "torch.cond branches that run different products "
+                  "(the larger branch is a real choice)",
+                  lambda p: sorted(p.true_steps) != sorted(p.false_steps)),
+    _cond_feature("cond_counted_before", "products counted before the torch.cond (outside "
+                  "the module or in it before the cond; FLOPs 7)",
+                  lambda p: bool(p.before or p.outside)),
+    _cond_feature("cond_zero_in_one_branch", "an mm of 0 FLOPs (empty inner dimension) in "
+                  "exactly one torch.cond branch", _cond_zero_in_one_branch),
+    _inplace_feature("inplace_step", "a step run in place (cumsum_, index_fill_, "
+                     "_foreach_add_, ...)", _any_in_place),
+    _inplace_feature("inplace_backward", "a backward through a program with in-place "
+                     "steps", lambda p: p.backward and _any_in_place(p)),
 )
