@@ -11,7 +11,8 @@ An op (its OpOverload) is free when one of these declared rules holds:
 - ``elementwise``: torch tags one of its packet's overloads ``pointwise`` (one result per
   element: activations, adds, scalings, comparisons, casts; torch leaves most ``out``
   overloads untagged), or its packet is in ``FREE_BY_CONVENTION["elementwise"]``
-  (activation backwards and in-place activations that torch leaves untagged);
+  (activation backwards and in-place activations that torch leaves untagged, and
+  ``leaky_relu``, untagged before torch 2.13);
 - ``reduction``: torch tags one of its packet's overloads ``reduction`` (sum, mean, max,
   norms of one tensor), or it is in
   ``FREE_BY_CONVENTION["reduction"]`` (softmax, scans, sorting, losses);
@@ -42,7 +43,8 @@ _ACTIVATION_BACKWARDS = (
     "softplus_backward softshrink_backward hardshrink_backward tanh_backward threshold_backward "
     "hardswish_ hardsigmoid_ silu_ mish_ elu_ gelu_ _prelu_kernel _prelu_kernel_backward "
     "native_dropout native_dropout_backward _masked_scale hardswish hardsigmoid prelu glu "
-    "relu6 hardtanh_ leaky_relu_ threshold_ where _fused_adam_ _fused_adamw_ _fused_sgd_ "
+    "relu6 hardtanh_ leaky_relu leaky_relu_ threshold_ where _fused_adam_ _fused_adamw_ "
+    "_fused_sgd_ "
     "_fused_adagrad_")
 
 #: category -> aten packet names declared free (besides the view / pointwise / reduction rules).
