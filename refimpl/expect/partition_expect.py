@@ -45,10 +45,15 @@ class PartitionPromise:
                      :mod:`refimpl.expect.partition_knapsack` (refimpl's; torch's own
                      differs: its items include zero-FLOP nodes and its sizes are
                      quantised, docs/differences.md).
+    exact_solvers    other ``activation_memory_budget_solver`` values under which
+                     ``least_recompute`` holds too, on joint graphs of at most 16
+                     forward values (refimpl's: ``"brute"``, its enumeration of every
+                     save-set).
     """
 
     least_recompute: bool = False
     modelled_knapsack: bool = False
+    exact_solvers: tuple[str, ...] = ()
 
 
 BOUND_ONLY = PartitionPromise()

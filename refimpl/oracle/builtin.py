@@ -26,8 +26,9 @@ class RefimplBackend:
 
     name = "refimpl"
     #: the exact solver (torch's default config, "dp", selects it) recomputes the least; the
-    #: knapsack heuristics follow refimpl's formulation of torch's knapsack
-    partition_promise = PartitionPromise(least_recompute=True, modelled_knapsack=True)
+    #: knapsack heuristics follow refimpl's formulation of torch's knapsack; "brute" is exact
+    partition_promise = PartitionPromise(least_recompute=True, modelled_knapsack=True,
+                                         exact_solvers=("brute",))
 
     @property
     def version(self) -> str:
