@@ -13,25 +13,26 @@ harness tests run on (conftest.py, HARNESS_FILES).
 The baseline step reuses the fuzz step's campaign (`--baseline torch --resume` on the same
 `--out`): mine runs once, torch once.
 
-Cost: the four commands run once per session (one xdist worker runs the module); about 5
+Cost: the four commands run once per session (the fixture's record is shared by workers); about 5
 minutes of wall time on 2 shared, busy cores (torch 2.13.0), most of it `test_cse_is_sound`
 shrinking its failure, once on mine and once on torch.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
-#: under pytest-xdist every test here runs on one worker, so the walkthrough runs once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("first-hour-walkthrough")]
+pytestmark = pytest.mark.slow
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "getting-started.md"
 SECTION = "## Check a backend of your own"
@@ -90,13 +91,30 @@ class Walkthrough:
     steps: dict[str, Ran]  # by step: fuzz, baseline, reproducer, pytest
 
 
+def _session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of this test session that every pytest-xdist worker sees (the workers'
+    temporary folders share their parent), or the session's own without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="module")
 def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Walkthrough:
-    """Every command of the page, in its order, in one new folder holding only mybackend.py."""
-    folder = tmp_path_factory.mktemp("first-hour")
-    (folder / "mybackend.py").write_text(_adapter())
-    steps = {_step(command): _run(command, folder) for command in _commands()}
-    return Walkthrough(folder, steps)
+    """Every command of the page, in its order, in one new folder holding only mybackend.py.
+
+    Run once per test session: the first worker to get here runs the page under a file lock
+    and writes what each step printed; any other worker (xdist may set the module up on
+    both) reads that record instead of running the page again."""
+    root = _session_root(tmp_path_factory)
+    folder, record = root / "first-hour", root / "first-hour.json"
+    with FileLock(str(root / "first-hour.lock")):
+        if not record.exists():
+            folder.mkdir()
+            (folder / "mybackend.py").write_text(_adapter())
+            steps = {_step(command): _run(command, folder) for command in _commands()}
+            record.write_text(json.dumps({k: asdict(v) for k, v in steps.items()}))
+    ran = json.loads(record.read_text())
+    return Walkthrough(folder, {step: Ran(**fields) for step, fields in ran.items()})
 
 
 def _step(command: str) -> str:
