@@ -2,8 +2,8 @@
 property of a target: it runs in the suite, not under ``refimpl fuzz``).
 
 Compared on what torch gets right on both 2.13 and 2.14: make_fx graphs without the
-documented torch findings (docs/findings.md "## CSE": randn_like, randint_like and in-place random draws
-merged, values merged across in-place writes, 0.0 and -0.0 merged on 2.13).
+documented torch findings (docs/findings.md "## CSE": randn_like, randint_like and in-place
+random draws merged, values merged across in-place writes, 0.0 and -0.0 merged on 2.13).
 """
 
 from __future__ import annotations
