@@ -7,9 +7,9 @@ The rule (``GraphLowering.decide_layout_opt`` in torch/_inductor/graph.py, witho
 mkldnn-on-CPU shortcut, as refimpl documents in docs/differences.md): each 2-d conv is
 classified by its weight ``(out, in/groups, kh, kw)``: *grouped* (groups > 1 and
 in/groups > 1), else *small* (out <= 64 and in/groups <= 64), else *in_out*
-(2 * out <= in/groups and kh > 1), else *default*: refimpl's one copy of that rule
-(:func:`refimpl.layout.decision.conv_class`), which tests/test_layout_conv_class.py and the
-exact-tie property below hold to torch's own ``decide_layout_opt``. A graph with at least
+(2 * out <= in/groups and kh > 1), else *default*: written by hand in
+:func:`refimpl.expect.layout.inductor_conv_class` (nothing of refimpl's pass), which
+tests/test_layout_conv_class.py holds to torch's own ``decide_layout_opt``. A graph with at least
 300 nodes per conv is left alone (counted on the graph the backend decided on: the traced
 module for a pass, AOTAutograd's graph for inductor, whose lifted parameters make it
 larger). Inference: convert iff the FLOP-weighted cost ``sum(flops * multiplier[class])``
@@ -44,10 +44,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from torch import fx, nn
 
-from refimpl.expect.layout import ConvCall, inductor_decides
+from refimpl.expect.layout import ConvCall, inductor_conv_class, inductor_decides
 from refimpl.flops.formulas.conv import conv_flops
-from refimpl.layout.decision import conv_class
-from refimpl.properties.layout_component import layout_converts, layout_seen
+from refimpl.properties.layout_component import layout_compile, layout_converts, layout_seen
 from refimpl.properties.reach import reach
 from refimpl.strategies.nets import TieSpec, conv_nets, devices, exact_tie_nets
 
@@ -67,10 +66,9 @@ class Conv:
 
     @property
     def kind(self) -> str:
-        """Its class: refimpl's one copy of inductor's rule (:func:`conv_class`), itself
-        held to torch's ``decide_layout_opt`` by tests/test_layout_conv_class.py and by
-        :func:`test_exact_ties_decide_as_inductor` below."""
-        return conv_class(self.weight, self.groups)
+        """Its class by inductor's rule, written by hand (:func:`inductor_conv_class`), held
+        to torch's ``decide_layout_opt`` by tests/test_layout_conv_class.py."""
+        return inductor_conv_class(self.weight, self.groups)
 
     @property
     def flops(self) -> int:
@@ -182,26 +180,32 @@ def test_each_conv_class_decides_as_inductor(refimpl_backend, net, training, dev
 
 
 class ConvThenChain(nn.Module):
-    """A conv, then ``length`` relus: a graph of ``length + 3`` nodes (the input, the conv,
-    the relus, the output), to put the nodes-per-conv limit between two examples."""
+    """``convs`` convs (72 then 96 channels), then ``length`` relus: a graph of
+    ``convs + length + 2`` nodes (the input, the convs, the relus, the output), to put the
+    nodes-per-conv limit between two examples."""
 
-    def __init__(self, in_ch: int, out_ch: int, length: int) -> None:
+    def __init__(self, convs: int, length: int) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(in_ch, out_ch, 3, padding=1)
+        self.convs = nn.Sequential(*(nn.Conv2d(72 if i == 0 else 96, 96, 3, padding=1)
+                                     for i in range(convs)))
         self.length = length
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.conv(x)
+        for conv in self.convs:
+            x = conv(x)
         for _ in range(self.length):
             x = torch.relu(x)
         return x
 
 
 #: (in, out, kernel, groups) one step either side of each class boundary of the rule:
-#: groups 1 | 2 with 80 input channels a group; out 64 | 65 with in 64; 2 * out == in (in_out)
-#: | 2 * out > in > out (default); kernel 3 | 1 for a channel-reducing conv.
+#: groups 1 | 2 with 80 input channels a group; out 64 | 65 with in 64; in 64 | 65 with out
+#: 64; 2 * out == in (in_out) | 2 * out > in > out (default); kernel 3 | 1 for a
+#: channel-reducing conv; depthwise (one input channel a group, never grouped), wide
+#: (default) and narrow (small).
 BOUNDARY_CONVS = [(160, 160, 3, 1), (160, 160, 3, 2), (64, 64, 3, 1), (64, 65, 3, 1),
-                  (80, 40, 3, 1), (100, 72, 3, 1), (160, 8, 1, 1), (160, 8, 3, 1)]
+                  (65, 64, 3, 1), (80, 40, 3, 1), (100, 72, 3, 1), (160, 8, 1, 1),
+                  (160, 8, 3, 1), (96, 96, 3, 96), (32, 32, 3, 32)]
 
 
 @given(size=st.integers(2, 5), device=devices())
@@ -227,16 +231,18 @@ def test_conv_class_boundaries_decide_as_inductor(refimpl_backend, size, device)
     reach(converted_any)
 
 
-@given(nodes=st.integers(MAX_NODES_PER_CONV - 4, MAX_NODES_PER_CONV + 1), device=devices())
-def test_nodes_per_conv_limit_as_inductor(refimpl_backend, nodes, device):
-    """One default conv (which converts in inference) in a module whose traced graph has
-    ``nodes`` nodes: a graph of at least 300 nodes per conv is left alone, one node fewer
-    converts. The count is that of the graph the backend decided on
+@given(convs=st.integers(1, 3), below=st.integers(-1, 6), device=devices())
+def test_nodes_per_conv_limit_as_inductor(refimpl_backend, convs, below, device):
+    """``convs`` default convs (which convert in inference) in a module whose traced graph
+    has ``below`` nodes fewer than ``300 * convs``: a graph of at least 300 nodes per conv is
+    left alone, one node fewer converts (the limit scales with the number of convs). The
+    count is that of the graph the backend decided on
     (:func:`~refimpl.properties.layout_component.layout_seen`): the traced module for a pass,
-    two more for inductor (its graph takes the conv's weight and bias as inputs), so the
-    drawn range straddles the limit for both."""
+    two more a conv for inductor (its graph takes each conv's weight and bias as inputs), so
+    the drawn range straddles the limit for both."""
+    nodes = MAX_NODES_PER_CONV * convs - below
     torch.manual_seed(0)
-    module = ConvThenChain(72, 96, nodes - 3).to(device).eval()
+    module = ConvThenChain(convs, nodes - convs - 2).to(device).eval()
     x = torch.randn(1, 72, 4, 4, device=device)
     assert len(fx.symbolic_trace(module).graph.nodes) == nodes  # the module's own arithmetic
     seen = layout_seen(refimpl_backend, module, x, False)
@@ -244,8 +250,8 @@ def test_nodes_per_conv_limit_as_inductor(refimpl_backend, nodes, device):
     reach(seen.converted)
     assert seen.converted == expected, (
         f"{refimpl_backend.name} optimize_layout converted={seen.converted}, inductor's rule "
-        f"says {expected} (one default conv in a graph of {seen.node_count} nodes; the traced "
-        f"module has {nodes})")
+        f"says {expected} ({convs} default conv(s) in a graph of {seen.node_count} nodes; "
+        f"the traced module has {nodes})")
 
 
 @given(spec=exact_tie_nets(), device=devices())
@@ -265,3 +271,64 @@ def test_exact_ties_decide_as_inductor(refimpl_backend, spec: TieSpec, device):
     assert_decision(refimpl_backend, converted, expected,
                     "at an exact tie torch's decide_layout_opt", False, convs,
                     f"\nreproduce: {spec!r}")
+
+
+#: A grouped, a wide depthwise (default, never grouped), a default and a small conv:
+#: (in, out, kernel, groups). Whether a backend reads a conv's groups right shows in which
+#: of them converts.
+FORM_CONVS = [(160, 160, 3, 2), (96, 96, 3, 96), (72, 96, 3, 1), (16, 16, 3, 1)]
+CONV2D_PARAMETERS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+
+
+class FormConv(nn.Module):
+    """One conv and a relu, the conv called as ``form`` says: ``module`` (``self.conv(x)``)
+    or ``functional`` (``F.conv2d`` with its first ``positional`` arguments positional, the
+    rest by keyword, and ``groups`` left out when it is 1 and ``omit_groups``)."""
+
+    def __init__(self, conv: tuple[int, int, int, int], form: str, positional: int,
+                 omit_groups: bool) -> None:
+        super().__init__()
+        in_ch, out_ch, kernel, groups = conv
+        self.conv = nn.Conv2d(in_ch, out_ch, kernel, padding=kernel // 2, groups=groups)
+        self.form, self.positional, self.omit_groups = form, positional, omit_groups
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.form == "module":
+            return torch.relu(self.conv(x))
+        c = self.conv
+        values = (x, c.weight, c.bias, c.stride, c.padding, c.dilation, c.groups)
+        args = values[:self.positional]
+        kwargs = dict(zip(CONV2D_PARAMETERS[self.positional:], values[self.positional:]))
+        if self.omit_groups and c.groups == 1:
+            kwargs.pop("groups", None)
+        return torch.relu(torch.nn.functional.conv2d(*args, **kwargs))
+
+
+@given(conv=st.sampled_from(FORM_CONVS), form=st.sampled_from(["module", "functional"]),
+       graph=st.sampled_from(["traced", "dynamo"]), positional=st.integers(1, 7),
+       omit_groups=st.booleans(), training=st.booleans(), device=devices())
+def test_conv_call_forms_decide_as_inductor(refimpl_backend, conv, form, graph, positional,
+                                            omit_groups, training, device):
+    """One conv of :data:`FORM_CONVS`, called as a module or as ``F.conv2d`` with any number
+    of its arguments positional (groups positional, by keyword, or left to its default), in
+    the graph ``symbolic_trace`` makes (``call_module``, or ``call_function`` with the
+    arguments as written) or dynamo's (``torch.conv2d`` with every argument positional): the
+    backend converts iff inductor's rule says, on the conv eager ran. Reach: a conversion."""
+    torch.manual_seed(0)
+    module = FormConv(conv, form, positional, omit_groups).to(device).train(training)
+    x = torch.randn(1, conv[0], 4, 4, device=device)
+    with torch.no_grad():
+        out = module(x)
+    convs = [Conv(tuple(module.conv.weight.shape), conv[3], tuple(x.shape), tuple(out.shape))]
+    expected = inductor_converts(convs, len(fx.symbolic_trace(module).graph.nodes),
+                                 inference=not training)
+    if graph == "traced":
+        converted = layout_converts(refimpl_backend, module, x, training)
+    else:
+        compiled, seen = layout_compile(refimpl_backend, module, device)
+        with torch.set_grad_enabled(training):
+            compiled(x.clone().requires_grad_(training))
+        converted = any(bool(s) for s in seen)
+    assert_decision(refimpl_backend, converted, expected, "inductor's rule", training, convs,
+                    f"\n({form} form, {graph} graph, {positional} positional, omit_groups="
+                    f"{omit_groups})")

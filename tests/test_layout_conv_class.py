@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import fx, nn
 
-from refimpl.expect.layout import ConvCall, inductor_decides
+from refimpl.expect.layout import ConvCall, inductor_conv_class, inductor_decides
 from refimpl.layout import LayoutOptions, decide_layout
 from refimpl.layout.decision import conv_class
 
@@ -54,3 +54,33 @@ def test_the_disputed_shapes_tell_the_two_rules_apart():
     reducing = [s for s in AGREED if s[2] > 1]
     assert not any(inductor_decides([ConvCall((1, s[1], 6, 6), s)], is_inference=False)
                    for s in reducing)
+
+
+#: (out, in/groups, kh, kw, groups): one step either side of each class boundary, and
+#: depthwise convs (one input channel a group) narrow and wide.
+BOUNDARY = [(160, 80, 3, 3, 1), (160, 80, 3, 3, 2), (64, 64, 3, 3, 1), (65, 64, 3, 3, 1),
+            (64, 65, 3, 3, 1), (40, 80, 3, 3, 1), (41, 80, 3, 3, 1), (8, 160, 1, 1, 1),
+            (8, 160, 2, 1, 1), (8, 160, 1, 2, 1), (96, 1, 3, 3, 96), (32, 1, 3, 3, 32),
+            (192, 1, 3, 3, 96), (128, 2, 3, 3, 64)]
+
+
+def _rule_converts(weight: tuple[int, int, int, int], groups: int, training: bool) -> bool:
+    """One conv: inductor's rule on the class :func:`inductor_conv_class` gives it."""
+    kind = inductor_conv_class(weight, groups)
+    if training:
+        return kind == "default"
+    return {"grouped": 1.358, "small": 0.783, "in_out": 0.725, "default": 0.823}[kind] <= 1
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["training", "inference"])
+@pytest.mark.parametrize("shape", BOUNDARY, ids=str)
+def test_the_hand_written_class_decides_as_inductor(shape, training):
+    """The layout properties' hand-written classification
+    (:func:`refimpl.expect.layout.inductor_conv_class`) against torch's own
+    ``decide_layout_opt``, one conv at a time, at every class boundary."""
+    *weight, groups = shape
+    call = ConvCall((1, weight[1] * groups, 6, 6), tuple(weight), groups=groups)
+    expected = inductor_decides([call], is_inference=not training)
+    assert _rule_converts(tuple(weight), groups, training) == expected, (
+        f"weight {weight} groups={groups}: class {inductor_conv_class(tuple(weight), groups)}"
+        f", torch's decide_layout_opt converts={expected}")

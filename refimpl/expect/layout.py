@@ -25,8 +25,8 @@ import torch
 from torch import fx
 from torch.utils._pytree import tree_leaves
 
-__all__ = ["ConvCall", "compile_with", "converted_values", "inductor_decides",
-           "make_layout_backend"]
+__all__ = ["ConvCall", "compile_with", "converted_values", "inductor_conv_class",
+           "inductor_decides", "make_layout_backend"]
 
 
 class _Recorder(fx.Interpreter):
@@ -145,6 +145,28 @@ def compile_with(pass_fn, module):
     torch._dynamo.reset()
     return torch.compile(module, backend=make_layout_backend(recording)), seen
 
+
+def inductor_conv_class(weight_shape: tuple[int, int, int, int], groups: int) -> str:
+    """A 2-d conv's class in inductor's layout rule (``GraphLowering.decide_layout_opt``,
+    torch/_inductor/graph.py), written here by hand from that rule: ``weight_shape`` is
+    ``(out, in/groups, kh, kw)``. First match wins:
+
+    ``grouped``  more than one group and more than one input channel a group (a depthwise
+                 conv, one input channel a group, is not grouped);
+    ``small``    at most 64 output and at most 64 input channels (a group's);
+    ``in_out``   twice the output channels at most the input channels, and a kernel more
+                 than one row high (inductor reads the weight's dim 2 only);
+    ``default``  the rest.
+
+    tests/test_layout_conv_class.py holds it to torch's own ``decide_layout_opt``."""
+    out_channels, group_inputs, kernel_height, _ = weight_shape
+    if groups != 1 and group_inputs != 1:
+        return "grouped"
+    if max(out_channels, group_inputs) < 65:
+        return "small"
+    if out_channels + out_channels <= group_inputs and kernel_height >= 2:
+        return "in_out"
+    return "default"
 
 
 @dataclass(frozen=True)

@@ -57,8 +57,8 @@ def op_kind(node: fx.Node, gm: fx.GraphModule) -> str | None:
     """``conv``, ``pointwise``, ``inplace`` or None (an eager-layout consumer)."""
     if node.op == "call_function":
         kind = _FUNCTIONS.get(node.target) if isinstance(node.target, Hashable) else None
-        if kind == CONV and not (node.args and isinstance(node.args[0], fx.Node)):
-            return None  # input passed by keyword: not a form this pass rewrites
+        if kind == CONV and not _input_is_positional(node):
+            return None
         if kind and node.target in _INPLACE_FLAG and node.kwargs.get("inplace", False):
             return INPLACE
         return kind
@@ -69,10 +69,16 @@ def op_kind(node: fx.Node, gm: fx.GraphModule) -> str | None:
         kind = _MODULES.get(type(module))
         if kind and type(module) in _INPLACE_FLAG and getattr(module, "inplace", False):
             return INPLACE
-        if kind == CONV and module.padding_mode != "zeros":
+        if kind == CONV and (module.padding_mode != "zeros" or not _input_is_positional(node)):
             return None
         return kind
     return None
+
+
+def _input_is_positional(node: fx.Node) -> bool:
+    """A conv whose input is passed by keyword (``conv(input=x)``) is not a form this pass
+    rewrites: it has no first positional argument to convert."""
+    return bool(node.args) and isinstance(node.args[0], fx.Node)
 
 
 def conv_operands(node: fx.Node, gm: fx.GraphModule) -> tuple[Any, Any, int]:

@@ -1,0 +1,121 @@
+"""A layout component on graphs whose form the random nets never take, through the backend
+under test: a conv module called with its input by keyword, a graph input that is not a
+tensor, and dynamic shapes (one compiled graph run at several image sizes).
+
+Each is a form a real model takes: ``self.conv(input=x)`` is plain Python; a scale factor or
+a flag passed to ``forward`` is a graph input that is a number; and dynamo recompiles a net
+with symbolic sizes when it sees a second image size (``automatic_dynamic_shapes``), after
+which one graph runs at every size. A layout pass that expects a positional input, fakes
+every graph input as a tensor, or converts a graph whose sizes are symbolic (restoring
+strides read off the first size's example) crashes or returns wrong strides there.
+
+The expectation is eager itself: the compiled module's outputs have eager's values (dynamo's
+accuracy rule, :mod:`refimpl.expect.same`, against a float64 run) and exactly eager's strides,
+and its input is left as it was. Nothing here reads refimpl's layout pass.
+
+Reach: a conversion happened (the graph an FX pass returned computes a value channels-last,
+:func:`refimpl.expect.layout.converted_values`, or a compiler decided to convert), and for
+dynamic shapes, also a second, dynamic graph was compiled.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import fx, nn
+
+from refimpl.expect.layout import converted_values
+from refimpl.expect.same import mismatch
+from refimpl.oracle import component
+from refimpl.oracle.backend import provided_by
+from refimpl.properties.layout_component import layout_compile
+from refimpl.properties.reach import reach
+from refimpl.strategies.nets import devices
+
+
+class KeywordScaled(nn.Module):
+    """Two default convs (72 -> 96 -> 96: inductor's rule converts them in inference), the
+    first called ``self.first(input=x)`` when ``keyword``, and the result times ``scale``, a
+    number passed to ``forward``."""
+
+    def __init__(self, keyword: bool) -> None:
+        super().__init__()
+        self.first = nn.Conv2d(72, 96, 3, padding=1)
+        self.second = nn.Conv2d(96, 96, 3, padding=1)
+        self.keyword = keyword
+
+    def forward(self, x: torch.Tensor, scale: float) -> torch.Tensor:
+        h = self.first(input=x) if self.keyword else self.first(x)
+        return self.second(torch.relu(h)) * scale
+
+
+def assert_as_eager(expected: torch.Tensor, actual: torch.Tensor, fp64: torch.Tensor,
+                    where: str) -> None:
+    why = mismatch(expected, actual, fp64)
+    assert why is None, f"against eager: {why} ({where})"
+    assert actual.stride() == expected.stride(), (
+        f"strides {actual.stride()} != eager {expected.stride()} ({where})")
+
+
+@given(keyword=st.booleans(), scale=st.sampled_from([0.5, 2.0, -3.0]),
+       size=st.integers(2, 5), device=devices())
+def test_keyword_input_and_number_argument_keep_eager_outputs(refimpl_backend, keyword,
+                                                              scale, size, device):
+    """A conv module called with its input by keyword, and a number among the graph's
+    inputs: eager's values and strides, the input left as it was."""
+    torch.manual_seed(0)
+    module = KeywordScaled(keyword).eval().to(device)
+    fp64_module = copy.deepcopy(module).double()
+    x = torch.randn(1, 72, size, size, device=device)
+    given_x = x.clone()
+    with torch.no_grad():
+        expected, fp64 = module(x, scale), fp64_module(x.double(), scale)
+        if provided_by(refimpl_backend, "layout") == "layout_compiler":
+            compiled, seen = layout_compile(refimpl_backend, module, device)
+            actual = compiled(x, scale)
+            converted = any(seen)
+        else:
+            gm = fx.symbolic_trace(module)  # the keyword call stays a call_module node
+            out = component(refimpl_backend, "optimize_layout")(gm, [x, scale])
+            converted = bool(converted_values(out, [x, scale]))
+            actual = out(x, scale)
+    where = f"keyword={keyword}, scale={scale}, {size}x{size} image"
+    reach(converted)
+    assert torch.equal(x, given_x), f"the compiled run changed its input ({where})"
+    assert_as_eager(expected, actual, fp64, where)
+
+
+class ConvPair(nn.Module):
+    """A default conv (72 -> 96), a relu and a second conv, at any image size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Conv2d(72, 96, 3, padding=1)
+        self.second = nn.Conv2d(96, 96, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(torch.relu(self.first(x)))
+
+
+@given(sizes=st.lists(st.integers(3, 7), min_size=3, max_size=3, unique=True),
+       device=devices())
+def test_dynamic_shapes_keep_eager_outputs(refimpl_backend, sizes, device):
+    """One compiled module run at three image sizes: dynamo compiles a static graph for the
+    first and a dynamic one (symbolic sizes) at the second, which the third reuses. Every
+    run: eager's values and strides. Reach: the static graph converted and a second graph
+    was compiled."""
+    torch.manual_seed(0)
+    module = ConvPair().eval().to(device)
+    fp64_module = copy.deepcopy(module).double()
+    runs = []
+    with torch.no_grad():
+        compiled, seen = layout_compile(refimpl_backend, module, device)
+        for size in sizes:
+            x = torch.randn(1, 72, size, size, device=device)
+            runs.append((size, module(x), compiled(x), fp64_module(x.double())))
+    reach(len(seen) >= 2 and bool(seen[0]))
+    for size, expected, actual, fp64 in runs:
+        assert_as_eager(expected, actual, fp64, f"{size}x{size} image, sizes {sizes}")
