@@ -41,8 +41,8 @@ from torch.utils._pytree import tree_leaves
 from refimpl.memory import measure_held
 from refimpl.strategies.modules import ModuleStack, candidate_paths
 
-__all__ = ["COMPOSABLE", "Call", "CheckpointPromise", "ObservingMode", "Prediction", "Step",
-           "Wrapped", "ambient_context",
+__all__ = ["COMPOSABLE", "REFIMPL", "Call", "CheckpointPromise", "ObservingMode", "Prediction",
+           "Step", "Wrapped", "ambient_context",
            "assert_same_step", "assert_saved_as_predicted", "expected_buffers",
            "in_backward", "loss", "predict_saved", "run_step", "wrap_forward", "wrapped"]
 
@@ -69,6 +69,15 @@ class CheckpointPromise:
     grads_without_input_grad  a call none of whose tensor inputs needs a gradient still gives
                     its parameters gradients (False: documented for the reentrant checkpoint,
                     which warns and gives none).
+    debug_mode      ``debug=True`` (or torch's ``set_checkpoint_debug_enabled(True)``) adds
+                    the ops of both runs to a determinism error (False: documented as
+                    unsupported, as torch's debug mode with a selective ``context_fn``).
+    debug_lists_runs  with debug on, the recomputation runs to its end (no early stop), and
+                    the determinism error ends with ``first difference at op I: forward ran
+                    A, recomputation ran B`` (``<end>`` past a log's end; ``the op logs are
+                    identical`` when they are), then ``ops in the forward (N):`` and ``ops in
+                    the recomputation (M):``, each followed by its ops, one a line indented by
+                    two spaces (refimpl's documented debug report: docs/differences.md).
     """
 
     keeps_inputs: str = "when_recomputing"
@@ -77,6 +86,8 @@ class CheckpointPromise:
     nested_inputs: bool = True
     checks_determinism: bool = True
     grads_without_input_grad: bool = True
+    debug_mode: bool = True
+    debug_lists_runs: bool = False
 
     def __post_init__(self) -> None:
         if self.keeps_inputs not in KEEPS_INPUTS:
@@ -85,6 +96,8 @@ class CheckpointPromise:
 
 #: the composable checkpoint's contract, refimpl's: keep the inputs, recompute the rest.
 COMPOSABLE = CheckpointPromise()
+#: refimpl's checkpoint: the composable contract, and its debug report (``debug_lists_runs``).
+REFIMPL = CheckpointPromise(debug_lists_runs=True)
 
 
 def _add(table: Storages, tensors: Iterable[Any]) -> None:

@@ -13,6 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode as TorchFlopCounterMode
 import refimpl
 from refimpl.checkpointing import checkpoint
 from refimpl.cse import fx_graph_cse as refimpl_fx_graph_cse
+from refimpl.expect.checkpoint import REFIMPL as REFIMPL_CHECKPOINT
 from refimpl.expect.partition_expect import PartitionPromise
 from refimpl.flops.counter import FlopCounterMode as RefimplFlopCounterMode
 from refimpl.layout import optimize_layout
@@ -29,6 +30,8 @@ class RefimplBackend:
     #: knapsack heuristics follow refimpl's formulation of torch's knapsack; "brute" is exact
     partition_promise = PartitionPromise(least_recompute=True, modelled_knapsack=True,
                                          exact_solvers=("brute",))
+    #: the composable checkpoint's contract, and refimpl's debug report (docs/differences.md)
+    checkpoint_promise = REFIMPL_CHECKPOINT
 
     @property
     def version(self) -> str:

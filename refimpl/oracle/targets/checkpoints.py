@@ -83,7 +83,8 @@ class TorchSAC(_CheckpointTarget):
     """Selective activation checkpointing: non-reentrant, matmul outputs kept."""
 
     name = "torch-sac"
-    checkpoint_promise = CheckpointPromise(kept_ops=MATMULS)
+    #: torch's debug mode raises "debug=True is incompatible with non-default context_fn"
+    checkpoint_promise = CheckpointPromise(kept_ops=MATMULS, debug_mode=False)
 
     def _kwargs(self) -> dict:
         return {"use_reentrant": False,

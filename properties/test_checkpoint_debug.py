@@ -1,0 +1,131 @@
+"""Property: the backend's checkpoint in debug mode reports a non-deterministic recomputation
+as torch documents it: a ``CheckpointError`` whose message traces the ops of the forward and
+of the recomputation.
+
+The module (``refimpl.strategies.drifts``) runs one program in its forward and another when
+called again inside a backward (truncated, extended, one op replaced, or its input doubled).
+Debug mode is on: ``checkpoint(module, debug=True)`` where the backend's checkpoint takes
+options, else ``torch.utils.checkpoint.set_checkpoint_debug_enabled(True)`` around the step.
+The expectation (:func:`refimpl.expect.checkpoint_debug.expected_report`) comes from the
+unwrapped module's own op logs and saves, never from a checkpoint.
+
+* Where the check fires (torch's rule, with early stop: fewer saves, or saves of another
+  shape, dtype or device), the backward raises ``torch.utils.checkpoint.CheckpointError``
+  and its message names the forward's aten ops, then the recomputation's (at least those run
+  before an early stop), in order.
+* Where the backend promises refimpl's report (``debug_lists_runs``): the recomputation runs
+  to its end (a recomputation that only saves more is caught too), and the report names the
+  first op at which the two logs part and lists both logs exactly.
+
+It passes on the torch targets ``torch-checkpoint`` and ``checkpoint-wrapper`` (torch's own
+debug mode, through the global switch). It fails on the ``torch`` target, whose composable
+``checkpoint(m, debug=True)`` always raises ``ValueError`` (docs/findings.md, "Checkpoint");
+it skips where no determinism check (``torch-checkpoint-reentrant``) or no debug mode
+(``torch-sac``: torch's debug mode rejects a ``context_fn``) is promised.
+
+Reach (each example): the two runs' op logs differ (not only their tensors' shapes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import re
+
+import pytest
+import torch
+from hypothesis import assume, given
+from torch.utils import checkpoint as tuc
+
+from refimpl.expect.checkpoint import COMPOSABLE, CheckpointPromise
+from refimpl.expect.checkpoint_debug import Report, expected_report, timeline
+from refimpl.oracle import component
+from refimpl.properties.reach import reach
+from refimpl.strategies.drifts import Drift, DriftingModule, drifts
+
+#: an aten op as any report names it (``aten.sin.default``, ``torch._ops.aten.mul.Tensor``)
+OP_NAME = re.compile(r"aten\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+")
+DETACH = "aten.detach."
+BATCH = 2
+
+
+def _input(drift: Drift) -> torch.Tensor:
+    return torch.linspace(-1.0, 1.0, BATCH * drift.width).reshape(BATCH, drift.width)
+
+
+def _expected(drift: Drift) -> Report:
+    """The report, from the unwrapped module run as the forward and as the recomputation."""
+    lines = []
+    for again in (False, True):
+        module = DriftingModule(drift)
+        module.recomputing = lambda again=again: again
+        x = _input(drift).requires_grad_()
+        lines.append(timeline(lambda module=module, x=x: module(x)))
+    return expected_report(*lines)
+
+
+def _takes_options(backend) -> bool:
+    kinds = {p.kind for p in inspect.signature(backend.checkpoint).parameters.values()}
+    return inspect.Parameter.VAR_KEYWORD in kinds
+
+
+def _debug_step(backend, drift: Drift) -> BaseException | None:
+    """One forward and backward of the checkpointed module with debug on; what it raised."""
+    apply = component(backend, "checkpoint")
+    module = DriftingModule(drift)
+    options = _takes_options(backend)
+    switch = contextlib.nullcontext() if options else tuc.set_checkpoint_debug_enabled(True)
+    with switch:
+        wrapped = (apply(module, debug=True) if options else apply(module)) or module
+        x = _input(drift).requires_grad_()
+        try:
+            wrapped(x).sum().backward()
+        except Exception as error:  # the property judges what was raised
+            return error
+    return None
+
+
+def _is_subsequence(want: list[str], have: list[str]) -> bool:
+    rest = iter(have)
+    return all(any(name == seen for seen in rest) for name in want)
+
+
+def _assert_lists_runs(text: str, want: Report, what: str) -> None:
+    """refimpl's report (``CheckpointPromise.debug_lists_runs``): where the logs part, then
+    both logs exactly."""
+    i, fwd, rec = want.first_difference, want.forward, want.recompute_to_end
+    where = "the op logs are identical" if i is None else (
+        f"first difference at op {i}: forward ran {fwd[i] if i < len(fwd) else '<end>'}, "
+        f"recomputation ran {rec[i] if i < len(rec) else '<end>'}")
+    assert where in text, f"{what}: the report does not say {where!r}:\n{text[-2000:]}"
+    for title, ops in (("ops in the forward", fwd), ("ops in the recomputation", rec)):
+        listing = f"{title} ({len(ops)}):\n" + "".join(f"  {op}\n" for op in ops)
+        assert listing in text + "\n", \
+            f"{what}: the report does not list {title} as {ops}:\n{text[-2000:]}"
+
+
+@given(drift=drifts())
+def test_debug_mode_reports_the_ops_of_both_runs(refimpl_backend, drift: Drift) -> None:
+    promise: CheckpointPromise = getattr(refimpl_backend, "checkpoint_promise", None) \
+        or COMPOSABLE
+    if not promise.checks_determinism:
+        pytest.skip(f"backend {refimpl_backend.name!r} promises no determinism check")
+    if not promise.debug_mode:
+        pytest.skip(f"backend {refimpl_backend.name!r} promises no debug mode")
+    want = _expected(drift)
+    detected = want.detected_to_end if promise.debug_lists_runs else want.detected
+    assume(detected)
+    reach(want.forward != want.recompute_to_end)
+    what = (f"{refimpl_backend.name} checkpoint, debug on: forward {list(drift.forward)[:8]}"
+            f"{'...' if len(drift.forward) > 8 else ''} ({len(drift.forward)} ops), "
+            f"recomputation {drift.kind}, doubled input {drift.doubled}")
+    error = _debug_step(refimpl_backend, drift)
+    assert isinstance(error, tuc.CheckpointError), \
+        f"{what}: expected torch.utils.checkpoint.CheckpointError, got {error!r}"
+    text = str(error)
+    named = [name for name in OP_NAME.findall(text) if not name.startswith(DETACH)]
+    assert _is_subsequence(want.forward + want.recompute_shown, named), (
+        f"{what}: the report does not trace the forward's ops {want.forward} and then the "
+        f"recomputation's {want.recompute_shown}; it names {named}")
+    if promise.debug_lists_runs:
+        _assert_lists_runs(text, want, what)
