@@ -55,3 +55,31 @@ def test_known_offsets_count_each_sequence_alone(refimpl_backend, kernel, length
     assert counted == expected, (
         f"{refimpl_backend.name}: {kernel} with sequences (Lq, Lk) {lengths}, H={heads}, "
         f"D={d}, Dv={dv}: counted {counted}, expected {expected} (each sequence alone)")
+
+
+def _jagged(lengths: list[int], heads: int, dim: int) -> torch.Tensor:
+    """A jagged nested tensor ``[B, H, L_i, dim]`` of the sequences' lengths (torch's
+    layout for attention: the ragged token axis after the heads)."""
+    rows = [torch.randn(length, heads * dim) for length in lengths]
+    packed = torch.nested.nested_tensor(rows, layout=torch.jagged)
+    return packed.unflatten(-1, (heads, dim)).transpose(1, 2)
+
+
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 6)), min_size=2, max_size=4),
+       st.integers(1, 3), st.sampled_from([4, 8]), st.sampled_from([4, 8]))
+def test_jagged_tensor_attention_counts_each_sequence_alone(refimpl_backend, lengths, heads,
+                                                            d, dv):
+    """F.scaled_dot_product_attention on jagged nested tensors (a batch of sequences of
+    their own lengths, as a user builds it with ``torch.nested.nested_tensor(...,
+    layout=torch.jagged)``): each sequence's attention alone, ``2 H Lq_i Lk_i (D + Dv)``,
+    summed; the counter must neither fail nor count the padded maxima."""
+    lq, lk = [q for q, _ in lengths], [k for _, k in lengths]
+    reach(len(set(lq)) > 1 or len(set(lk)) > 1)
+    q, k, v = _jagged(lq, heads, d), _jagged(lk, heads, d), _jagged(lk, heads, dv)
+    with component(refimpl_backend, "flop_counter")(display=False) as counter:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    expected = sum(2 * heads * sq * sk * (d + dv) for sq, sk in lengths)
+    counted = counter.get_total_flops()
+    assert counted == expected, (
+        f"{refimpl_backend.name}: jagged SDPA with sequences (Lq, Lk) {lengths}, H={heads}, "
+        f"D={d}, Dv={dv}: counted {counted}, expected {expected} (each sequence alone)")

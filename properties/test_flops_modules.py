@@ -21,13 +21,19 @@ input that requires grad under inference_mode or no_grad (docs/findings.md, FLOP
 it counts 0 or over-counts some families (CPU attention, 1-d matmul, the CPU LSTM kernel,
 grouped convolution backward: docs/differences.md, FLOPs). Its per-module attribution,
 compiled wrappers included, otherwise agrees with the hand count.
+
+Modules that share a name (a module shared between parents, roots of one class) are checked
+apart: their FLOPs add up in the name's one entry. Reach: a second root of the same class ran.
 """
 
 from __future__ import annotations
 
 import warnings
 
+import torch
 from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
 
 from refimpl.expect.flops import tree_module_flops
 from refimpl.oracle import component
@@ -66,3 +72,37 @@ def test_module_attribution_is_the_hand_count(refimpl_backend, tree: ModuleTree)
              for mode in tree.modes if observed[mode] != expected[mode]}
     assert not wrong, (f"{refimpl_backend.name}: per-module FLOPs differ from the hand count "
                        f"for {tree!r}; mode -> {{module: (counted, expected)}}: {wrong}")
+
+
+@given(st.integers(2, 3), st.lists(st.integers(1, 3), max_size=2), st.integers(1, 3),
+       st.integers(1, 4))
+def test_modules_that_share_a_name_share_its_entry(refimpl_backend, parents, extra_roots,
+                                                   batch, width):
+    """Names as torch's module tracker gives them (refimpl.flops.module_tracker): a root is
+    named by its class, a child by its parent's name and attribute when the parent is first
+    seen, so a Linear shared by ``parents`` containers ``Sequential(Sequential(shared), ...)``
+    ends named by the last of them (``Sequential.{parents-1}.0``) and is credited with every
+    call. Further roots of the same class (``Sequential`` of ``n`` Linears, run after) share
+    the name ``Sequential`` and their children's names ``Sequential.i``: the modules that
+    share a name add up in its entry. By hand, with ``F = 2 * batch * width**2`` per
+    Linear call."""
+    reach(bool(extra_roots))
+    linear = lambda: nn.Linear(width, width, bias=False)
+    shared = linear()
+    root = nn.Sequential(*(nn.Sequential(shared) for _ in range(parents)))
+    others = [nn.Sequential(*(linear() for _ in range(n))) for n in extra_roots]
+    x = torch.randn(batch, width)
+    with component(refimpl_backend, "flop_counter")(display=False) as counter:
+        for model in (root, *others):
+            model(x)
+    call = 2 * batch * width * width
+    expected = {"Global": (parents + sum(extra_roots)) * call,
+                "Sequential": (parents + sum(extra_roots)) * call,
+                f"Sequential.{parents - 1}.0": parents * call}
+    for i in range(max(parents, *extra_roots, 0)):
+        expected[f"Sequential.{i}"] = call * ((i < parents) + sum(n > i for n in extra_roots))
+    observed = per_module_totals(counter)
+    assert observed == expected, (
+        f"{refimpl_backend.name}: a Linear shared by {parents} parents, then roots of "
+        f"{extra_roots} Linears, batch {batch}, width {width}: counted {observed}, expected "
+        f"{expected}")

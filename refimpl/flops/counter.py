@@ -11,7 +11,10 @@ too). For each op:
    :class:`ModuleTracker` reports as running (forward or backward); an op with no formula
    that is not declared free (:mod:`refimpl.flops.free_ops`) is recorded as *uncounted*
    (``uncounted_ops()``, a line under the table): never a silent 0;
-3. ``torch.cond`` runs both branches, counted apart, and adds the larger count per
+3. an op on a strided-layout nested tensor (what a jagged tensor's attention computes with
+   on the CPU) is run as it is, never decomposed; a nested ``matmul``/``bmm`` counts as the
+   products of its components (each pair run again, on meta copies, under the mode);
+4. ``torch.cond`` runs both branches, counted apart, and adds the larger count per
    (module, op): an upper bound; its result is the branch the predicate selects.
 
 Invariants: ``flop_counts["Global"]`` holds every counted FLOP exactly once, and a module's
@@ -32,20 +35,39 @@ from torch._ops import HigherOrderOperator, OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from refimpl.flops.formulas import as_table_entry, checked_count, flop_formulas, packet_of
-from refimpl.flops.formulas.registry import check_target
+from refimpl.flops.formulas.registry import check_target, present
 from refimpl.flops.free_ops import is_free
 from refimpl.flops.module_tracker import GLOBAL, ModuleTracker
 from refimpl.flops.table import render, uncounted_line
 
 _aten = torch.ops.aten
-#: metadata queries that tensor subclasses answer themselves: never counted or run here.
+#: metadata queries that tensor subclasses with their own sizes and strides (a jagged nested
+#: tensor) answer themselves: never counted or run here. Run under the mode, such a query
+#: would ask the subclass, which asks the mode again: endless recursion. ``sym_is_contiguous``
+#: is the query torch >= 2.9 asks for contiguity (``present``: each name this torch has).
 _METADATA_OPS = frozenset({
     _aten.is_contiguous.default, _aten.is_contiguous.memory_format,
     _aten.is_strides_like_format.default, _aten.is_non_overlapping_and_dense.default,
     _aten.size.default, _aten.sym_size.default, _aten.stride.default,
     _aten.sym_stride.default, _aten.storage_offset.default, _aten.sym_storage_offset.default,
     _aten.numel.default, _aten.sym_numel.default, _aten.dim.default,
+    *(packet.default for packet in present(_aten, "sym_is_contiguous")),
     torch.ops.prim.layout.default})
+
+
+def _on_nested(args: tuple) -> bool:
+    """Whether a strided-layout nested tensor (the kind a jagged tensor's attention makes
+    on the CPU) is among ``args``."""
+    return any(isinstance(a, torch.Tensor) and a.is_nested and a.layout == torch.strided
+               for a in args)
+
+
+def _component_pairs(a: torch.Tensor, b: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
+    """The operand pairs of a nested product: component by component; a dense operand
+    pairs with every component of the other."""
+    xs = list(a.unbind()) if a.is_nested else None
+    ys = list(b.unbind()) if b.is_nested else None
+    return list(zip(xs or [a] * len(ys), ys or [b] * len(xs), strict=True))
 
 
 def _check_depth(where: str, depth: Any) -> None:
@@ -187,6 +209,8 @@ class _CountingMode(TorchDispatchMode):
             return NotImplemented
         if func is torch.ops.higher_order.cond:
             return self._cond(*args)
+        if _on_nested(args):
+            return self._nested(func, args, kwargs)
         if isinstance(func, HigherOrderOperator):
             if func not in self.counter.flop_registry:
                 return NotImplemented
@@ -201,6 +225,20 @@ class _CountingMode(TorchDispatchMode):
                 return decomposed
         out = func(*args, **kwargs)
         self.counter._record(func, args, kwargs, out)
+        return out
+
+    def _nested(self, func, args, kwargs):
+        """An op on strided nested tensors runs as is (torch's decompositions read sizes that
+        a ragged tensor does not have); a nested ``matmul`` or ``bmm`` is its components'
+        products, counted by running each pair again on shape-only (meta) copies under the
+        mode."""
+        out = func(*args, **kwargs)
+        if packet_of(func) not in (_aten.matmul, _aten.bmm):
+            self.counter._record(func, args, kwargs, out)
+            return out
+        with self:
+            for a, b in _component_pairs(*args[:2]):
+                torch.matmul(a.to("meta"), b.to("meta"))
         return out
 
     def _cond(self, pred, true_fn, false_fn, operands):

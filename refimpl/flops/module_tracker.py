@@ -14,10 +14,17 @@ all-gradients hook raises on them inside ``torch.autograd.grad`` (a tensor list 
 only waits for the first). This works under ``.backward()`` and ``autograd.grad`` alike.
 
 The first backward hook of each backward pass queues a callback on the autograd engine
-that resets the stack when that backward finishes. A name is a module's path from the first
-root it was seen under: the root is named by its class (``ResNet``), each child by its
-attribute path (``ResNet.layer1.0.conv1``); a module shared between parents keeps the first
-name it got.
+that resets the stack when that backward finishes.
+
+Names (torch's ModuleTracker names modules the same way). A module seen for the first time
+with no name yet is a root, named by its class (``ResNet``); the first time a module is seen,
+each of its children is named by its parent's name and attribute (``ResNet.layer1.0.conv1``),
+replacing any name the child had. So a module shared between parents ends with the name its
+last-seen parent gave it (``Sequential(p1, p2)``, both holding ``shared``: ``shared`` is
+``Sequential.1.0``), and a module's children keep the names they got when the module was
+first seen. Names are not unique: two roots of one class, or a first root and a later child
+whose path spells the same, share a name, and the modules that share a name share its
+entry (their FLOPs add up) and its enter count (the name is active while any of them runs).
 
 Invariant: :attr:`parents` always holds ``"Global"`` plus each name whose enter count
 exceeds its leave count, so a module called re-entrantly (a shared block applied twice in a

@@ -1,7 +1,8 @@
 """The FLOP formula table, one module per op family.
 
 - ``matmul``: mm, addmm, bmm, baddbmm, addbmm, _scaled_mm, _int_mm, _grouped_mm, mv, addmv,
-  dot, vdot, outer/ger, addr, _cdist_forward/backward;
+  dot, vdot, outer/ger, addr (and the in-place addmm_, baddbmm_, addbmm_, addmv_, addr_),
+  _cdist_forward/backward;
 - ``conv``: convolution (every backend spelling, transposed too), conv_tbc,
   convolution_backward;
 - ``attention``: SDPA flash / flash-for-CPU / efficient / cudnn / overrideable and their

@@ -6,7 +6,9 @@ Every entry reduces to one count, :func:`matmul_flops`: a product of an ``m x k`
 ``-1`` of the exact ``2k - 1`` add count dropped). A batch of ``b`` such products costs ``b``
 times that. Vector forms are the same product with a dimension of 1: ``mv`` is ``k = n``
 columns of 1, ``dot`` is ``1 x n`` by ``n x 1``, an outer product is ``k = 1``. Scaling by
-``alpha``/``beta`` and bias additions are not counted.
+``alpha``/``beta`` and bias additions are not counted. The in-place forms (``addmm_``,
+``baddbmm_``, ``addbmm_``, ``addmv_``, ``addr_``: the bias is overwritten by the result)
+compute the same product and share the out-of-place formula.
 
 ``matmul``, ``einsum``, ``linear``, ``tensordot``, ``chain_matmul`` and ``linalg.multi_dot``
 are not listed: they decompose into mm/bmm/mv/dot before they reach the counter, and are
@@ -58,9 +60,10 @@ def mm_flop(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
     return mm_count(a_shape, b_shape)
 
 
-@register_flop_formula([aten.addmm, aten._addmm_activation])
+@register_flop_formula([aten.addmm, aten.addmm_, aten._addmm_activation])
 def addmm_flop(bias_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
-    """addmm(bias, a, b) = beta*bias + alpha*(a @ b): the product, 2mnk."""
+    """addmm(bias, a, b) = beta*bias + alpha*(a @ b): the product, 2mnk; in place
+    (``bias.addmm_(a, b)``) the same product."""
     return mm_count(a_shape, b_shape)
 
 
@@ -71,13 +74,13 @@ def bmm_flop(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
     return bmm_count(a_shape, b_shape)
 
 
-@register_flop_formula(aten.baddbmm)
+@register_flop_formula([aten.baddbmm, aten.baddbmm_])
 def baddbmm_flop(bias_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
-    """baddbmm(bias, a, b) = beta*bias + alpha*bmm(a, b): 2bmnk."""
+    """baddbmm(bias, a, b) = beta*bias + alpha*bmm(a, b): 2bmnk, in place too."""
     return bmm_count(a_shape, b_shape)
 
 
-@register_flop_formula(aten.addbmm)
+@register_flop_formula([aten.addbmm, aten.addbmm_])
 def addbmm_flop(bias_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
     """addbmm(bias, a, b) = bias + sum_i a[i] @ b[i]: the same b products as bmm, 2bmnk
     (summing the b results is the accumulation of a length-bk dot product)."""
@@ -92,7 +95,7 @@ def mv_flop(a_shape, x_shape, *args, out_shape=None, **kwargs) -> int:
     return matmul_flops(m, 1, k)
 
 
-@register_flop_formula(aten.addmv)
+@register_flop_formula([aten.addmv, aten.addmv_])
 def addmv_flop(bias_shape, a_shape, x_shape, *args, out_shape=None, **kwargs) -> int:
     """addmv(bias, A, x) = beta*bias + alpha*(A @ x): 2mk."""
     return mv_flop(a_shape, x_shape)
@@ -113,7 +116,7 @@ def outer_flop(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
     return matmul_flops(m, n, 1)
 
 
-@register_flop_formula(aten.addr)
+@register_flop_formula([aten.addr, aten.addr_])
 def addr_flop(bias_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
     """addr(bias, a, b) = beta*bias + alpha*outer(a, b): 2mn."""
     return outer_flop(a_shape, b_shape)
