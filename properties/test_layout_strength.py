@@ -37,6 +37,7 @@ Reach: a conversion happened.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import torch
@@ -289,7 +290,11 @@ class FormConv(nn.Module):
                  omit_groups: bool) -> None:
         super().__init__()
         in_ch, out_ch, kernel, groups = conv
-        self.conv = nn.Conv2d(in_ch, out_ch, kernel, padding=kernel // 2, groups=groups)
+        # the padding mode as a model's configuration file gives it: a string equal to
+        # "zeros" but not the interned literal, so a backend must compare it by value
+        padding_mode = json.loads('{"padding_mode": "zeros"}')["padding_mode"]
+        self.conv = nn.Conv2d(in_ch, out_ch, kernel, padding=kernel // 2, groups=groups,
+                              padding_mode=padding_mode)
         self.form, self.positional, self.omit_groups = form, positional, omit_groups
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -44,7 +44,7 @@ class NodeFact:
     alias_root: str | None        # earliest node sharing this value's storage
     identity_alias: bool          # same size, stride and offset as alias_root
     stride: tuple[int, ...] | None  # eager's strides (static tensors only)
-    opaque: bool = False          # no example value: what it does with its inputs is unknown
+    opaque: bool                  # no example value: what it does with its inputs is unknown
 
 
 def example_values(gm: fx.GraphModule, example_inputs: list[Any]) -> dict[str, Any]:

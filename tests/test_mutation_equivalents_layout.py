@@ -1,0 +1,194 @@
+"""Layout mutants that survived the mutation run and compute what the original computes.
+
+benchmarks/mutation_score.py counts a survivor as equivalent only where its ``EQUIVALENT``
+entry names a test that demonstrates the equivalence; these are those tests, for layout
+survivors of the first run of seed 731252159 (and the same statements on the current tree).
+Each test shows that both versions agree: on an exhaustive small domain, or by what torch.fx
+and Python guarantee (interned node ops, graph order), checked on the graphs the layout
+properties draw. None asserts the mutated code's result from that same code.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import itertools
+import sys
+
+import torch
+from hypothesis import HealthCheck, given, settings
+from torch import fx, nn
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from refimpl.layout import ops
+from refimpl.layout.decision import ConvSite, decide
+from refimpl.layout.facts import example_values, node_facts
+from refimpl.layout.options import MODES, LayoutOptions
+from refimpl.layout.plan import plan_layout
+from refimpl.layout.rewrite import apply_plan, restore_strides
+from refimpl.strategies.nets import conv_nets
+
+DRAWN = settings(max_examples=20, deadline=None, database=None,
+                 suppress_health_check=[HealthCheck.too_slow])
+KINDS = (ops.CONV, ops.POINTWISE, ops.INPLACE)
+
+
+def _dynamo_graph(module: nn.Module, x: torch.Tensor) -> fx.GraphModule:
+    """The graph dynamo gives a backend for ``module(x)``."""
+    graphs: list[fx.GraphModule] = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(module, backend=keep)(x)
+    return graphs[0]
+
+
+def _graphs(spec) -> list[fx.GraphModule]:
+    """A drawn net as symbolic_trace, dynamo and make_fx give it, and a deep copy of the
+    first."""
+    module, x = spec.build().eval(), spec.example_input()
+    traced = fx.symbolic_trace(module)
+    return [traced, copy.deepcopy(traced), _dynamo_graph(module, x), make_fx(module)(x)]
+
+
+@DRAWN
+@given(spec=conv_nets())
+def test_op_kinds_are_the_module_constants(spec):
+    """``refimpl/layout/facts.py:107 core/ReplaceComparisonOperator_NotEq_IsNot 4``
+    (``op_kind(node, gm) != CONV`` -> ``is not CONV``) and ``refimpl/layout/plan.py:83
+    core/ReplaceComparisonOperator_Eq_Is 6`` (``f.kind == CONV`` -> ``is CONV``): every
+    value of the op tables is one of the three constant objects, so ``op_kind`` returns one
+    of them (or None) and ``==`` and ``is`` agree on its result, on every node drawn."""
+    tables = [*ops._FUNCTIONS.values(), *ops._METHODS.values(), *ops._MODULES.values()]
+    assert all(any(v is k for k in KINDS) for v in tables)
+    for gm in _graphs(spec):
+        for node in gm.graph.nodes:
+            kind = ops.op_kind(node, gm)
+            assert kind is None or any(kind is k for k in KINDS), (node.format_node(), kind)
+            assert (kind == ops.CONV) == (kind is ops.CONV)
+
+
+@DRAWN
+@given(spec=conv_nets())
+def test_node_ops_are_interned(spec):
+    """``refimpl/layout/plan.py:76 core/ReplaceComparisonOperator_Eq_Is 5`` (``f.op ==
+    "output"`` -> ``is``) and ``refimpl/layout/rewrite.py:59 core/ReplaceComparisonOperator_
+    Eq_Is 1`` (``n.op == "output"`` -> ``is``): torch.fx sets ``Node.op`` from its own
+    string literals, which Python interns, as is the literal ``"output"``; so on every graph
+    (traced, copied, dynamo's, make_fx's) ``op is "output"`` iff ``op == "output"``."""
+    for gm in _graphs(spec):
+        for node in gm.graph.nodes:
+            assert node.op is sys.intern(node.op), node.format_node()
+            assert (node.op is sys.intern("output")) == (node.op == "output")
+
+
+@DRAWN
+@given(spec=conv_nets())
+def test_a_restore_at_definition_precedes_every_other_user(spec):
+    """``refimpl/layout/rewrite.py:47 core/ReplaceComparisonOperator_IsNot_Gt 0``: the
+    callback that keeps a value's users (``user is not r``) -> ``user > r``. fx nodes order
+    by graph position (``_NodeBase.__gt__``), and ``r`` is inserted right after the value,
+    so every other user of the value lies after ``r``: the two callbacks agree on every
+    user. Checked on the rewritten graphs of drawn nets, in training and inference."""
+    for training in (False, True):
+        module, x = spec.build().train(training), spec.example_input()
+        gm = fx.symbolic_trace(module)
+        facts = node_facts(gm, example_values(gm, [x.requires_grad_(training)]))
+        plan = plan_layout(facts)
+        users_before = {name: set(n.name for n in node.users)
+                        for node in gm.graph.nodes for name in [node.name]}
+        apply_plan(gm, facts, plan)
+        nodes = {n.name: n for n in gm.graph.nodes}
+        for name in plan.restore_at_definition:
+            restored = nodes[name].next
+            assert restored.target is restore_strides and restored.args[0] is nodes[name]
+            for user in users_before[name]:
+                assert nodes[user] > restored, (name, user)
+            assert not restored > restored
+
+
+def test_a_conv_module_takes_one_argument():
+    """``refimpl/layout/ops.py:82 core/NumberReplacer 3`` (``node.args[0]`` ->
+    ``node.args[-1]`` for a ``call_module`` conv): ``nn.Conv2d.forward`` takes one argument,
+    and ``op_kind`` says ``conv`` only when it is positional, so a conv module's node has
+    exactly one positional argument and ``args[-1] is args[0]``."""
+    assert list(inspect.signature(nn.Conv2d.forward).parameters) == ["self", "input"]
+
+    class Twice(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 3, 1)
+
+        def forward(self, x):
+            return self.conv(x) + self.conv(input=x)
+
+    gm = fx.symbolic_trace(Twice())
+    convs = [n for n in gm.graph.nodes if ops.op_kind(n, gm) == ops.CONV]
+    assert len(convs) == 1 and len(convs[0].args) == 1
+
+
+def test_conv_argument_padding():
+    """``refimpl/layout/ops.py:83 core/NumberReplacer 4`` (``[None] * 7`` -> ``[None] * 8``):
+    ``conv_operands`` reads positions 0, 1 and 6 of the arguments padded with Nones, and
+    ``torch.conv2d`` takes at most 7. Exhaustive over every argument count: both paddings
+    give the same three values."""
+    for count in range(8):
+        args = [object() for _ in range(count)]
+        seven, eight = args + [None] * 7, args + [None] * 8
+        assert all(seven[i] is eight[i] for i in (0, 1, 6))
+
+
+#: the placeholder weight shapes of a dynamic conv site: refimpl's and the two mutants'
+PLACEHOLDERS = ((0, 0, 0, 0), (0, 0, -1, 0), (0, 0, 0, 1))
+
+
+def test_a_dynamic_conv_s_placeholder_shape_decides_nothing():
+    """``refimpl/layout/facts.py:120 core/NumberReplacer 23`` and ``... 24``: the weight
+    shape a dynamic conv site gets, ``(0, 0, 0, 0)`` -> ``(0, 0, -1, 0)`` or ``(0, 0, 0, 1)``.
+    A dynamic site has 0 FLOPs, and the rule answers "no" for any graph with a dynamic conv
+    before it reads a class. Exhaustive over the three placeholders, with and without a
+    static conv of each class beside it, every mode, both phases, and node counts either
+    side of the limit: the same decision, reason, total and weighted FLOPs."""
+    static = [ConvSite("s", shape, groups, 1000) for shape, groups in (
+        ((160, 80, 3, 3), 2), ((16, 16, 3, 3), 1), ((8, 160, 3, 3), 1), ((96, 72, 3, 3), 1))]
+    for mode, inference, nodes, beside in itertools.product(
+            MODES, (True, False), (3, 299, 300, 900), [[], *([s] for s in static)]):
+        options = LayoutOptions(mode=mode)
+        outcomes = set()
+        for shape in PLACEHOLDERS:
+            d = decide([*beside, ConvSite("d", shape, 1, 0, dynamic=True)], nodes, inference,
+                       options)
+            outcomes.add((d.channels_last, d.reason, d.total_flops, d.weighted_flops))
+        assert len(outcomes) == 1, (mode, inference, nodes, beside, outcomes)
+
+
+@DRAWN
+@given(spec=conv_nets())
+def test_an_inplace_member_has_its_roots_strides(spec):
+    """``refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_LtE 2``: a view is an
+    identity alias when its strides are ``==`` its root's -> ``<=`` them. ``identity_alias``
+    decides only for an alias class whose non-root members are all made by in-place ops
+    (plan.plain_classes: any other member makes the class not plain either way). In such a
+    class each member is its first argument, the root or another such member, so it has its
+    root's strides exactly and both comparisons agree; checked on every such member of the
+    drawn nets, in training and inference. (A class that also holds a view, such as
+    ``y.view(-1).mul_(2)``, may hold in-place members with other strides; it is not plain
+    under either comparison.)"""
+    for training in (False, True):
+        module, x = spec.build().train(training), spec.example_input()
+        gm = fx.symbolic_trace(module)
+        values = example_values(gm, [x.requires_grad_(training)])
+        facts = node_facts(gm, values)
+        classes: dict[str, list] = {}
+        for f in facts:
+            if f.alias_root not in (None, f.name):
+                classes.setdefault(f.alias_root, []).append(f)
+        for root, members in classes.items():
+            if all(f.kind == ops.INPLACE for f in members):
+                for f in members:
+                    mine, theirs = values[f.name].stride(), values[root].stride()
+                    assert (mine == theirs) == (mine <= theirs), (f.name, mine, theirs)
