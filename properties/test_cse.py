@@ -1,7 +1,8 @@
 """Properties of the backend's ``fx_graph_cse`` on random op graphs (``--refimpl-target``).
 
-Graphs come from ``refimpl.strategies.op_graphs`` in both dialects (make_fx's aten ops and
-symbolic_trace's torch functions and Tensor methods) and every effect class: pure ops, views,
+Graphs come from ``refimpl.strategies.op_graphs`` in both dialects (make_fx's aten ops, with
+static or symbolic sizes, and symbolic_trace's torch functions and Tensor methods) and every
+effect class: pure ops, views,
 in-place writes (also through views of inputs and of intermediates, and to tensors made by
 ``full``), random draws, in-place random draws, effectful calls, constants that differ only
 in their type or bits (``1``/``1.0``/``True``, ``0.0``/``-0.0``, ``nan``/``-nan``), calls
@@ -39,6 +40,7 @@ from refimpl.strategies.graphs import (
     KEYWORDS,
     RETURNED,
     SOUNDNESS,
+    SYMBOLIC_SIZES,
     shows_constant_types,
     shows_kwargs_only_difference,
     shows_returned_duplicates,
@@ -73,6 +75,17 @@ def explain(spec, backend, reasons) -> str:
 def test_cse_is_sound(refimpl_backend, spec):
     """lint passes, no growth, random draws and writes kept, every surviving node's value,
     the outputs, the inputs after the run and the outputs' aliasing bit-identical."""
+    gm, new_graph = run_cse(refimpl_backend, spec)
+    reasons = unsound_reasons(gm, new_graph, spec.example_inputs,
+                              must_keep=never_merged_names(gm.graph))
+    assert not reasons, explain(spec, refimpl_backend, reasons)
+
+
+@given(op_graphs(SYMBOLIC_SIZES))
+def test_cse_is_sound_with_symbolic_sizes(refimpl_backend, spec):
+    """test_cse_is_sound's checks on make_fx graphs traced with symbolic sizes: every value
+    recorded as a fake tensor of sizes ``(s0, s0)``, and a size read twice as two
+    ``aten.sym_size.int`` nodes (SymInts) and two ops reading them."""
     gm, new_graph = run_cse(refimpl_backend, spec)
     reasons = unsound_reasons(gm, new_graph, spec.example_inputs,
                               must_keep=never_merged_names(gm.graph))

@@ -19,6 +19,7 @@ from refimpl.strategies import graphs
 NAIVE = {  # property -> its strategy's options
     "test_cse_is_sound": graphs.SOUNDNESS,
     "test_cse_is_idempotent": graphs.SOUNDNESS,
+    "test_cse_is_sound_with_symbolic_sizes": graphs.SYMBOLIC_SIZES,
     "test_deterministic_graphs_give_identical_outputs": graphs.DETERMINISTIC,
     "test_random_and_mutating_nodes_are_never_merged": graphs.EFFECTS,
 }

@@ -235,6 +235,14 @@ def _emit_scale_by_size_torch(graph: fx.Graph, nodes: list[fx.Node], params: tup
     return graph.call_function(operator.mul, (nodes[0], scale))
 
 
+def _emit_scale_by_size_symbolic(graph: fx.Graph, nodes: list[fx.Node],
+                                 params: tuple) -> fx.Node:
+    """``x * x.size(0)`` as make_fx's ``tracing_mode="symbolic"`` records it: the size is a
+    node (``aten.sym_size.int``, a SymInt), read by the ``mul``."""
+    size = graph.call_function(aten.sym_size.int, (nodes[0], 0))
+    return graph.call_function(aten.mul.Tensor, (nodes[0], size))
+
+
 def _emit_effect_torch(graph: fx.Graph, nodes: list[fx.Node], params: tuple) -> fx.Node:
     """``torch._assert(True, message)``: the call symbolic_trace records for an assert on a
     traced condition (here a constant one, so that it always holds)."""
@@ -281,7 +289,8 @@ _PURE = [
     _unary("relu", aten.relu.default, _call(torch.relu)),
     # F.relu is a Python function whose ``inplace`` parameter defaults to False: not a write
     _unary("relu_fn", aten.relu.default, _call(F.relu)),
-    # make_fx records the size as a constant; symbolic tracing a size call and sym_float
+    # make_fx records the size as a constant (a SymInt node when it traces symbolically:
+    # SYMBOLIC_EMITS); symbolic_trace a size call and sym_float
     OpKind("scale_by_size", "unary", 1, _any, _call(aten.mul.Tensor, 1),
            _emit_scale_by_size_torch, _same,
            lambda vs, consts: st.just((float(vs[0].shape[0]),))),
@@ -392,4 +401,7 @@ _EFFECTS += [
 _KINDS = [*_PURE, *_VIEWS, *_EFFECTS]
 #: vocabulary name -> entry. Extend by adding an OpKind (its family switches it on and off).
 VOCABULARY: dict[str, OpKind] = {k.name: k for k in _KINDS}
+#: the entries that make_fx's symbolic tracing records otherwise than its static tracing
+#: (a size read as a SymInt node, not a constant): vocabulary name -> its emit there.
+SYMBOLIC_EMITS: dict[str, Emit] = {"scale_by_size": _emit_scale_by_size_symbolic}
 FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(k.family for k in _KINDS))

@@ -1,12 +1,16 @@
-"""Random FX op graphs (``op_graphs``): plain-data specs that build make_fx-style (aten) or
-symbolic_trace-style (torch functions, Tensor methods, ``operator``) graphs.
+"""Random FX op graphs (``op_graphs``): plain-data specs that build make_fx-style (aten, with
+static or symbolic sizes) or symbolic_trace-style (torch functions, Tensor methods,
+``operator``) graphs.
 
-A :class:`GraphSpec` is plain data: the dialect (``style``: ``"aten"`` or ``"torch"``), the
+A :class:`GraphSpec` is plain data: the dialect (``style``: ``"aten"``, ``"symbolic"`` or
+``"torch"``), the
 number of inputs, one :class:`NodeSpec` per op (its vocabulary name, the indices of the
 earlier values it reads, its constant parameters), and the output indices.
 ``spec.build()`` makes the ``fx.GraphModule`` (each node's vocabulary family in
 ``node.meta["op_graphs_family"]``); ``spec.traced()`` adds what the dialect's tracer records
-(make_fx: ``meta["val"]``); ``spec.example_inputs()`` makes fresh inputs; ``str(spec)``
+(make_fx: ``meta["val"]``, fake tensors whose sizes are symbols in the ``"symbolic"``
+dialect, where a size an op reads is an ``aten.sym_size.int`` node);
+``spec.example_inputs()`` makes fresh inputs; ``str(spec)``
 prints a listing that rebuilds it, for a reproducer.
 
 Generation: values are numbered; the inputs are ``(side, side)`` float tensors; each new node
@@ -37,6 +41,9 @@ from dataclasses import dataclass, field, replace
 import torch
 from hypothesis import strategies as st
 from torch import fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 from refimpl.strategies.features import Feature
 from refimpl.strategies.graph_ops import (
@@ -45,6 +52,7 @@ from refimpl.strategies.graph_ops import (
     FLOATING,
     HASH_TWINS,
     NEVER_MERGED_FAMILIES,
+    SYMBOLIC_EMITS,
     VOCABULARY,
     OpKind,
     Value,
@@ -55,8 +63,13 @@ __all__ = ["CONSTANTS", "FAMILIES", "NEVER_MERGED_FAMILIES", "STYLES", "VOCABULA
            "GraphOptions", "GraphSpec", "NodeSpec", "OpKind", "annotate", "never_merged_names",
            "op_graphs"]
 
-#: the dialects: make_fx's aten ops, symbolic_trace's torch functions and Tensor methods.
-STYLES = ("aten", "torch")
+#: the dialects: make_fx's aten ops (``"symbolic"``: traced with ``tracing_mode="symbolic"``,
+#: sizes are symbols and a size an op reads is a SymInt node), symbolic_trace's torch functions
+#: and Tensor methods.
+STYLES = ("aten", "torch", "symbolic")
+#: the dialects ``op_graphs`` draws unless told otherwise (symbolic sizes: the properties that
+#: judge them name that dialect)
+DEFAULT_STYLES = ("aten", "torch")
 #: the meta key under which ``GraphSpec.build`` records each node's vocabulary family.
 FAMILY_META = "op_graphs_family"
 
@@ -103,7 +116,9 @@ class GraphSpec:
         values = [graph.placeholder(f"x{i}") for i in range(self.num_inputs)]
         for spec in self.nodes:
             kind = VOCABULARY[spec.op]
-            emit = kind.emit if self.style == "aten" else kind.emit_torch
+            emit = (kind.emit_torch if self.style == "torch" else
+                    SYMBOLIC_EMITS.get(spec.op, kind.emit) if self.style == "symbolic" else
+                    kind.emit)
             last = next(iter(reversed(graph.nodes)))  # a placeholder at least (iter: torch < 2.13)
             values.append(emit(graph, [values[i] for i in spec.inputs], spec.params))
             node = values[-1]
@@ -115,8 +130,11 @@ class GraphSpec:
 
     def traced(self) -> fx.GraphModule:
         """:meth:`build`, with what the dialect's tracer records: make_fx's ``meta["val"]``
-        for aten graphs (torch's CSE reads it to protect outputs); nothing for symbolic_trace."""
+        for aten graphs (torch's CSE reads it to protect outputs), symbolic for
+        ``"symbolic"`` (:func:`annotate_symbolic`); nothing for symbolic_trace."""
         gm = self.build()
+        if self.style == "symbolic":
+            return annotate_symbolic(gm, self.example_inputs())
         return annotate(gm, self.example_inputs()) if self.style == "aten" else gm
 
     def example_inputs(self, seed: int = 0) -> list[torch.Tensor]:
@@ -159,6 +177,16 @@ def annotate(gm: fx.GraphModule, inputs: list[torch.Tensor]) -> fx.GraphModule:
     return gm
 
 
+def annotate_symbolic(gm: fx.GraphModule, inputs: list[torch.Tensor]) -> fx.GraphModule:
+    """Store in each node's ``meta["val"]`` what make_fx's ``tracing_mode="symbolic"`` records:
+    the node run on fake tensors whose sizes are symbols (one ShapeEnv, each input's sizes
+    dynamic: ``(s0, s0)``), a SymInt for a size; returns ``gm``."""
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fakes = [mode.from_tensor(x, static_shapes=False) for x in inputs]
+    FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*fakes)
+    return gm
+
+
 @dataclass(frozen=True)
 class GraphOptions:
     """What ``op_graphs`` may generate.
@@ -167,7 +195,8 @@ class GraphOptions:
     graph, swarm style); ``max_nodes``: ops per graph; ``max_inputs``: placeholders;
     ``side``: every input is ``(side, side)``; ``duplicates``: allow deliberate repeats;
     ``exclude``: vocabulary names never to use; ``constants``: the scalar constants to use;
-    ``styles``: the dialects to draw from (:data:`STYLES`); ``return_repeats``: return a
+    ``styles``: the dialects to draw from (:data:`STYLES`; :data:`DEFAULT_STYLES` unless
+    given); ``return_repeats``: return a
     value and its repeat whenever the graph has one (else in about half those graphs);
     ``patterns``: the names of the :data:`PATTERNS` it may plan (none by default; the CSE
     properties' options name those their features need).
@@ -180,7 +209,7 @@ class GraphOptions:
     duplicates: bool = True
     exclude: frozenset[str] = field(default_factory=frozenset)
     constants: tuple = CONSTANTS
-    styles: tuple[str, ...] = STYLES
+    styles: tuple[str, ...] = DEFAULT_STYLES
     return_repeats: bool = False
     patterns: tuple[str, ...] = ()
 
@@ -436,6 +465,23 @@ def _add_hash_twin_pair(draw, drawn: _Drawn, kinds: list[OpKind], options) -> No
     drawn.add(second)
 
 
+def _add_size_twice(draw, drawn: _Drawn, kinds: list[OpKind], options) -> None:
+    """``x * x.size(0)`` twice on one value (the second a repeat): in the symbolic dialect
+    each reads its own ``sym_size`` node, so the repeat is a SymInt node and the op that
+    reads it, both pure."""
+    kind = VOCABULARY["scale_by_size"]
+    tensors = [i for i, v in enumerate(drawn.values)
+               if v.shape and drawn.fits(kind, (i,))]
+    if not tensors:
+        return
+    target = draw(st.sampled_from(tensors))
+    spec = NodeSpec(kind.name, (target,), draw(kind.params([drawn.values[target]],
+                                                           options.constants)))
+    first = len(drawn.values)
+    drawn.add(spec)
+    drawn.add(spec, repeats=first)
+
+
 def _twice(family: str):
     return lambda draw, drawn, kinds, options: _add_twice(draw, drawn, kinds, options, family)
 
@@ -455,11 +501,14 @@ class Pattern:
     """A few nodes drawn together, for a feature that independent draws rarely make: when
     the graph's enabled kinds allow it (``applies``), ``add`` appends them. ``op_graphs``
     plans each pattern its options name and allow (whatever the swarm switched off) in about
-    three graphs in four, after a drawn step (:func:`_pattern_step`)."""
+    three graphs in four (every graph, if ``always``), after a drawn step
+    (:func:`_pattern_step`), in the graphs of its ``styles``."""
 
     name: str
     applies: object  # (kinds, options) -> bool
     add: object  # (draw, drawn, kinds, options) -> None
+    styles: tuple[str, ...] = STYLES
+    always: bool = False
 
 
 def _writes_views(kinds: list[OpKind], options) -> bool:
@@ -482,15 +531,19 @@ PATTERNS = (
             _add_hash_twin_pair),
     *(Pattern(f"{family}_twice", _has(family), _twice(family))
       for family in ("random", "inplace_random", "effect")),
+    Pattern("size_twice", lambda ks, o: any(k.name == "scale_by_size" for k in ks),
+            _add_size_twice, styles=("symbolic",), always=True),
 )
 
 
-def _pattern_step(steps: int, options: GraphOptions) -> st.SearchStrategy[int | None]:
-    """After which step a pattern goes, or None (in about one graph in four). Both choices
-    are always drawn, and the step from a range fixed by the options (the last step if
-    beyond): so the shrinker can drop a pattern, or drop steps, without shifting the rest."""
+def _pattern_step(steps: int, options: GraphOptions,
+                  always: bool = False) -> st.SearchStrategy[int | None]:
+    """After which step a pattern goes, or None (in about one graph in four, unless
+    ``always``). Both choices are always drawn, and the step from a range fixed by the
+    options (the last step if beyond): so the shrinker can drop a pattern, or drop steps,
+    without shifting the rest."""
     return st.tuples(st.integers(0, 3), st.integers(0, options.max_nodes - 1)).map(
-        lambda t: min(t[1], steps - 1) if t[0] > 0 else None)
+        lambda t: min(t[1], steps - 1) if t[0] > 0 or always else None)
 
 
 @st.composite
@@ -512,7 +565,8 @@ def op_graphs(draw, options: GraphOptions | None = None, **overrides) -> GraphSp
     steps = draw(st.integers(min(2, options.max_nodes), options.max_nodes))
     planned = [(at, p) for p in PATTERNS if p.applies(allowed, options)
                and p.name in options.patterns
-               for at in [draw(_pattern_step(steps, options))] if at is not None]
+               for at in [draw(_pattern_step(steps, options, p.always))]
+               if at is not None and style in p.styles]
     for step in range(steps):
         if options.duplicates and drawn.nodes and draw(st.booleans()):
             drawn.add(*_repeat(draw, drawn, options.constants))
@@ -675,6 +729,14 @@ def shows_mutated_factory(spec: GraphSpec) -> bool:
     return any(f in written and any(g != f and rep[g] == rep[f] for g in fulls) for f in fulls)
 
 
+def shows_symbolic_size_repeat(spec: GraphSpec) -> bool:
+    """A graph with symbolic sizes that reads one size twice (``x * x.size(0)`` twice on one
+    value, inputs up to repeats): two ``sym_size`` nodes and two ops reading them."""
+    rep = _repeats(spec)
+    sizes = [tuple(rep[v] for v in n.inputs) for n in spec.nodes if n.op == "scale_by_size"]
+    return spec.style == "symbolic" and len(set(sizes)) < len(sizes)
+
+
 def _feature(name: str, meaning: str, options: GraphOptions, detect, used_by: str) -> Feature:
     return Feature("cse", name, meaning, lambda: op_graphs(options), detect,
                    f"test_cse.py::{used_by}")
@@ -683,6 +745,10 @@ def _feature(name: str, meaning: str, options: GraphOptions, detect, used_by: st
 #: the strategies of the CSE properties (properties/test_cse.py), by what they judge
 SOUNDNESS = GraphOptions(patterns=("writes_through_views", "mutated_factory", "keyword_pair",
                                    "effect_twice", "hash_twin_pair"))
+#: make_fx graphs traced with symbolic sizes, every one reading a size twice
+SYMBOLIC_SIZES = GraphOptions(styles=("symbolic",),
+                              patterns=("writes_through_views", "mutated_factory",
+                                        "keyword_pair", "effect_twice", "size_twice"))
 DETERMINISTIC = GraphOptions(
     families=tuple(f for f in FAMILIES if f not in ("random", "inplace_random")),
     patterns=("writes_through_views", "mutated_factory", "keyword_pair", "lookalike_pairs"))
@@ -739,4 +805,9 @@ FEATURES: tuple[Feature, ...] = (
     _feature("int_hash_twins", "two calls that differ only in -1 and -2, ints of one hash "
              "(sum(x, [-1]) and sum(x, [-2]); x + -1 and x + -2)", SOUNDNESS,
              shows_int_hash_twins, "test_cse_is_sound"),
+    _feature("symbolic_sizes", "a graph traced with symbolic sizes (make_fx "
+             "tracing_mode='symbolic': fake values of sizes s0, a size read as an "
+             "aten.sym_size.int node) that reads one size twice (x * x.size(0), twice)",
+             SYMBOLIC_SIZES, shows_symbolic_size_repeat,
+             "test_cse_is_sound_with_symbolic_sizes"),
 )
