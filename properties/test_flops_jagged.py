@@ -13,6 +13,10 @@ Each example draws the kernel (``_flash_attention_forward``, ``_efficient_attent
 2-4 sequences with their own query and key lengths, heads and head dims.
 
 Reach: the sequences' lengths differ from the maxima (a bound would be wrong).
+
+The same for nested tensors as a user meets them: attention on jagged tensors, ``bmm`` and
+``matmul`` of strided nested tensors (torch 2.13's counter fails on each: docs/findings.md,
+FLOPs 14).
 """
 
 from __future__ import annotations
@@ -65,21 +69,38 @@ def _jagged(lengths: list[int], heads: int, dim: int) -> torch.Tensor:
     return packed.unflatten(-1, (heads, dim)).transpose(1, 2)
 
 
-@given(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 6)), min_size=2, max_size=4),
+def _nested(shapes: list[tuple[int, ...]]) -> torch.Tensor:
+    """A strided nested tensor of components of ``shapes``."""
+    return torch.nested.nested_tensor([torch.randn(shape) for shape in shapes])
+
+
+@given(st.sampled_from(["sdpa", "bmm", "matmul"]),
+       st.lists(st.tuples(st.integers(1, 6), st.integers(1, 6)), min_size=2, max_size=4),
        st.integers(1, 3), st.sampled_from([4, 8]), st.sampled_from([4, 8]))
-def test_jagged_tensor_attention_counts_each_sequence_alone(refimpl_backend, lengths, heads,
-                                                            d, dv):
-    """F.scaled_dot_product_attention on jagged nested tensors (a batch of sequences of
-    their own lengths, as a user builds it with ``torch.nested.nested_tensor(...,
-    layout=torch.jagged)``): each sequence's attention alone, ``2 H Lq_i Lk_i (D + Dv)``,
-    summed; the counter must neither fail nor count the padded maxima."""
+def test_nested_tensor_products_count_each_sequence_alone(refimpl_backend, op, lengths, heads,
+                                                          d, dv):
+    """Products of nested tensors (a batch of sequences of their own lengths):
+
+    - ``sdpa``: F.scaled_dot_product_attention on jagged tensors ``[B, H, L_i, D]`` (as a
+      user builds them with ``torch.nested.nested_tensor(..., layout=torch.jagged)``): each
+      sequence's attention alone, ``2 H Lq_i Lk_i (D + Dv)``, summed;
+    - ``bmm`` / ``matmul`` of strided nested tensors, components ``[Lq_i, D]`` by
+      ``[D, Lk_i]``: ``2 Lq_i D Lk_i`` each, summed.
+
+    The counter must neither fail nor count the padded maxima."""
     lq, lk = [q for q, _ in lengths], [k for _, k in lengths]
     reach(len(set(lq)) > 1 or len(set(lk)) > 1)
-    q, k, v = _jagged(lq, heads, d), _jagged(lk, heads, d), _jagged(lk, heads, dv)
+    if op == "sdpa":
+        q, k, v = _jagged(lq, heads, d), _jagged(lk, heads, d), _jagged(lk, heads, dv)
+        run = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        expected = sum(2 * heads * sq * sk * (d + dv) for sq, sk in lengths)
+    else:
+        a, b = _nested([(sq, d) for sq in lq]), _nested([(d, sk) for sk in lk])
+        run = lambda: getattr(torch, op)(a, b)
+        expected = sum(2 * sq * d * sk for sq, sk in lengths)
     with component(refimpl_backend, "flop_counter")(display=False) as counter:
-        torch.nn.functional.scaled_dot_product_attention(q, k, v)
-    expected = sum(2 * heads * sq * sk * (d + dv) for sq, sk in lengths)
+        run()
     counted = counter.get_total_flops()
     assert counted == expected, (
-        f"{refimpl_backend.name}: jagged SDPA with sequences (Lq, Lk) {lengths}, H={heads}, "
+        f"{refimpl_backend.name}: nested {op} with sequences (Lq, Lk) {lengths}, H={heads}, "
         f"D={d}, Dv={dv}: counted {counted}, expected {expected} (each sequence alone)")

@@ -63,11 +63,9 @@ def _on_nested(args: tuple) -> bool:
 
 
 def _component_pairs(a: torch.Tensor, b: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
-    """The operand pairs of a nested product: component by component; a dense operand
-    pairs with every component of the other."""
-    xs = list(a.unbind()) if a.is_nested else None
-    ys = list(b.unbind()) if b.is_nested else None
-    return list(zip(xs or [a] * len(ys), ys or [b] * len(xs), strict=True))
+    """The operand pairs of a nested product, component by component (torch multiplies
+    nested tensors only with nested tensors of as many components)."""
+    return list(zip(a.unbind(), b.unbind(), strict=True))
 
 
 def _check_depth(where: str, depth: Any) -> None:
