@@ -27,9 +27,11 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from refimpl.flops.counter import FlopCounterMode
 from refimpl.flops.models import (
     DTYPES,
     HF_ALIASES,
@@ -157,12 +159,14 @@ def _device_problem(text: str) -> str | None:
     return None
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, counter_class: Any = FlopCounterMode) -> int:
+    """Check the arguments, count (``counter_class``: see :func:`refimpl.flops.summary.count`)
+    and print or write the chosen format; the exit status."""
     problem = _check(args)
     if problem:
         return _bad(problem)
     try:
-        counted = count(_with_defaults(args))
+        counted = count(_with_defaults(args), counter_class)
     except ModelError as exc:
         return _bad(str(exc))
     body = RENDERERS[args.format](counted)

@@ -14,6 +14,7 @@ import csv
 import io
 import json
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 
@@ -106,8 +107,11 @@ def _run(args: argparse.Namespace, call, x: torch.Tensor) -> None:
                          f"{one_line(exc)}") from exc
 
 
-def count(args: argparse.Namespace) -> Counted:
-    """Build MODEL, run it once under the counter (and its backward with --backward)."""
+def count(args: argparse.Namespace, counter_class: Any = FlopCounterMode) -> Counted:
+    """Build MODEL, run it once under the counter (and its backward with --backward).
+
+    ``counter_class(depth=, display=)`` makes the counter: refimpl's FlopCounterMode, or
+    another backend's (the property suite runs this path with the backend under test's)."""
     torch.manual_seed(0)
     model, call, x = build(args)
     device = torch.device(args.device)
@@ -115,7 +119,7 @@ def count(args: argparse.Namespace) -> Counted:
     x = x.to(device)
     gradients = _gradients(args, model, x)
     x.requires_grad_("input" in gradients)
-    with FlopCounterMode(depth=args.depth, display=False) as counter:
+    with counter_class(depth=args.depth, display=False) as counter:
         _run(args, call, x)
     by_op = counter.get_flop_counts().get("Global", {})
     uncounted = counter.uncounted_ops()

@@ -1,0 +1,279 @@
+"""Invocations of ``refimpl flops MODEL``, drawn for the CLI property.
+
+A valid invocation names one of refimpl's models (``mlp``, ``transformer``, ``resnet18``) or
+a factory of this module (``refimpl.strategies.flop_cli:NAME``, found as a user's own is),
+with the options a user combines: ``--batch-size`` or ``--input-shape`` and ``--dtype``,
+``--depth``, ``--backward`` and ``--input-grad``, ``--format``, ``--output``, and
+``--device meta`` for a model too large to run (a Linear of 2**20 x 2**20 built on the meta
+device: 2.2 TFLOPs, counted from shapes alone).
+
+A refused invocation is one of :data:`REFUSALS`: argv and the argument its one-line error
+must name, each the way a user gets it wrong (an option out of range, an option the MODEL
+does not take, a factory that cannot be loaded or called, a forward that cannot run).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+import torch
+from hypothesis import strategies as st
+from torch import nn
+
+HERE = "refimpl.strategies.flop_cli"
+#: one sample's shape for refimpl's models, as `refimpl flops --help` states them.
+BUILTIN_SHAPES = {"mlp": (64,), "transformer": (128, 64), "resnet18": (3, 224, 224)}
+#: features of a factory's input: the Linear stack takes [*, 16], the conv net [B, 3, H, W].
+HUGE = 2**20
+
+
+def linear_stack() -> nn.Module:
+    """Linear(16, 32), ReLU, then a nested Sequential(Linear(32, 8))."""
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Sequential(nn.Linear(32, 8)))
+
+
+def conv_net() -> nn.Module:
+    """A 3x3 convolution, then a nested strided one without bias."""
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(),
+                         nn.Sequential(nn.Conv2d(4, 2, 3, stride=2, bias=False)))
+
+
+def token_model() -> nn.Module:
+    """An embedding of token ids 0/1 (an integer input), then a Linear."""
+    return nn.Sequential(nn.Embedding(2, 16), nn.Linear(16, 8))
+
+
+def huge_on_meta() -> nn.Module:
+    """One Linear(2**20, 2**20) without bias, built on the meta device (no memory)."""
+    with torch.device("meta"):
+        return nn.Sequential(nn.Linear(HUGE, HUGE, bias=False))
+
+
+#: a module given as the MODEL itself (not a factory): it is counted as it is.
+LINEAR_MODULE = nn.Linear(16, 4)
+
+
+def needs_argument(width):
+    """A factory that needs an argument: refused."""
+    return nn.Linear(width, width)
+
+
+def raises():
+    raise ValueError("the factory broke")
+
+
+def not_a_module():
+    return 3
+
+
+NOT_CALLABLE = 3
+
+
+class TwoInputs(nn.Module):
+    def forward(self, a, b):
+        return a + b
+
+
+class ForwardRaises(nn.Module):
+    def forward(self, x):
+        raise KeyError("the forward broke")
+
+
+class ReturnsPair(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.linear(x), x
+
+
+def has(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """A valid ``refimpl flops`` command line and what it runs."""
+
+    model: str  # the MODEL argument
+    factory: str | None  # the factory's name in this module, or None for refimpl's models
+    batch: int
+    sample: tuple[int, ...]  # the input's shape past the batch
+    dtype: str
+    device: str
+    depth: int
+    backward: bool
+    input_grad: bool
+    fmt: str
+    to_file: bool
+
+    def argv(self, output: str | None) -> list[str]:
+        argv = [self.model, "--depth", str(self.depth), "--format", self.fmt]
+        if self.factory:
+            argv += ["--input-shape", ",".join(map(str, (self.batch, *self.sample))),
+                     "--dtype", self.dtype]
+        else:
+            argv += ["--batch-size", str(self.batch)]
+        if self.device != "cpu":
+            argv += ["--device", self.device]
+        argv += ["--backward"] * self.backward + ["--input-grad"] * self.input_grad
+        return argv + (["--output", output] if output else [])
+
+    def build(self) -> tuple[nn.Module, torch.Tensor]:
+        """The model and an input of the invocation's shape and dtype, built apart."""
+        from refimpl.models import MODELS
+
+        model = globals()[self.factory]() if self.factory else MODELS[self.model]()
+        dtype = getattr(torch, self.dtype)
+        shape = (self.batch, *self.sample)
+        x = (torch.randn(shape, dtype=dtype) if dtype.is_floating_point
+             else torch.randint(0, 2, shape, dtype=dtype))
+        if dtype.is_floating_point:
+            model = model.to(dtype)
+        return model.to(self.device), x.to(self.device)
+
+
+FACTORIES = ("linear_stack", "conv_net", "token_model", "huge_on_meta")
+
+
+@st.composite
+def invocations(draw: st.DrawFn) -> Invocation:
+    """A valid invocation: the model, its input, depth, passes, format and destination."""
+    source = draw(st.sampled_from(("mlp", "transformer", *FACTORIES)))
+    factory = source if source in FACTORIES else None
+    batch = draw(st.integers(1, 3))
+    dtype, device = "float32", "cpu"
+    if source == "linear_stack":
+        sample = draw(st.sampled_from([(16,), (2, 16)]))
+        dtype = draw(st.sampled_from(["float32", "float64", "bfloat16"]))
+    elif source == "conv_net":
+        sample = (3, draw(st.integers(3, 6)), draw(st.integers(3, 6)))
+    elif source == "token_model":
+        sample, dtype = (draw(st.integers(1, 4)),), draw(st.sampled_from(["int64", "int32"]))
+    elif source == "huge_on_meta":
+        sample, batch, device = (HUGE,), 1, "meta"
+    else:
+        sample = BUILTIN_SHAPES[source]
+        batch = 1 if source == "transformer" else batch
+    backward = draw(st.booleans()) and device == "cpu"
+    input_grad = backward and dtype.startswith(("float", "bfloat")) and draw(st.booleans())
+    return Invocation(f"{HERE}:{factory}" if factory else source, factory, batch, sample, dtype,
+                      device, draw(st.integers(1, 4)), backward, input_grad,
+                      draw(st.sampled_from(["table", "json", "csv"])), draw(st.booleans()))
+
+
+#: runs made every time (explicit examples): resnet18 (slow: never drawn), the 2.2-TFLOP
+#: Linear on the meta device as a table, a training step of the token model as CSV to a
+#: file, and the bfloat16 Linear stack's backward with the input's gradient as JSON.
+EXPLICIT = (
+    Invocation("resnet18", None, 1, BUILTIN_SHAPES["resnet18"], "float32", "cpu", 2, False,
+               False, "json", False),
+    Invocation(f"{HERE}:huge_on_meta", "huge_on_meta", 1, (HUGE,), "float32", "meta", 3,
+               False, False, "table", False),
+    Invocation(f"{HERE}:token_model", "token_model", 2, (3,), "int64", "cpu", 3, True, False,
+               "csv", True),
+    Invocation(f"{HERE}:linear_stack", "linear_stack", 3, (2, 16), "bfloat16", "cpu", 4, True,
+               True, "json", True),
+)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A command line ``refimpl flops`` must refuse: exit 2, one line on stderr that starts by
+    naming ``names`` and says ``says``. ``stage``: "arguments" (refused before anything is
+    built) or "model" (refused while building or running MODEL)."""
+
+    argv: tuple[str, ...]
+    names: str
+    says: str
+    stage: str
+
+
+def _torch_minor() -> tuple[int, int]:
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def _torchvision_refusal() -> Refusal:
+    """Without torchvision: the advice names the release that pairs with this torch
+    (torchvision 0.N with torch 2.(N - 15)); with it, an unknown name is refused."""
+    if has("torchvision"):
+        return Refusal(("torchvision:no_such_net",), "MODEL=torchvision:no_such_net",
+                       "not a torchvision classification model", "model")
+    major, minor = _torch_minor()
+    pinned = f"torchvision==0.{minor + 15}.*" if major == 2 else "--no-deps"
+    return Refusal(("torchvision:resnet18",), "MODEL=torchvision:resnet18", pinned, "model")
+
+
+def _hf_refusal() -> Refusal:
+    says = "not a transformers model type" if has("transformers") else "needs transformers"
+    return Refusal(("hf:no_such_type",), "MODEL=hf:no_such_type", says, "model")
+
+
+def _factory(name: str, *more: str) -> tuple[str, ...]:
+    return (f"{HERE}:{name}", "--input-shape", "2,4", *more)
+
+
+#: 2**61 float32 elements: 2**63 bytes, one more than a tensor's storage can index.
+OVERFLOW = 2**61
+#: 2**60 float32 elements: 2**62 bytes, indexable, but no machine allocates them.
+UNALLOCATABLE = 2**60
+
+REFUSALS = (
+    Refusal(("mlp", "--depth", "0"), "--depth=0", "int >= 1", "arguments"),
+    Refusal(("mlp", "--batch-size", "-1"), "--batch-size=-1", "int >= 1", "arguments"),
+    Refusal(("mlp", "--format", "xml"), "--format='xml'", "table", "arguments"),
+    Refusal(_factory("linear_stack", "--dtype", "float8"), "--dtype='float8'", "float32",
+            "arguments"),
+    Refusal(("mlp", "--dtype", "float64"), "--dtype: only for module:factory", "MODEL=mlp",
+            "arguments"),
+    Refusal(("mlp", "--seq-len", "4"), "--seq-len: only for hf:", "MODEL=mlp", "arguments"),
+    Refusal(_factory("linear_stack", "--batch-size", "2"), "--batch-size: only for",
+            "--input-shape", "arguments"),
+    Refusal(("mlp", "--input-grad"), "--input-grad", "add --backward", "arguments"),
+    Refusal(("mlp", "--input-shape", "1,64"), "--input-shape: only for module:factory",
+            "--batch-size", "arguments"),
+    Refusal((f"{HERE}:linear_stack",), "--input-shape: required", "MODEL=", "arguments"),
+    Refusal((f"{HERE}:linear_stack", "--input-shape", "2,x"), "--input-shape='2,x'", "'x' is not",
+            "arguments"),
+    Refusal(("mlp", "--device", "bogus"), "--device='bogus'", "Expected one of", "arguments"),
+    Refusal(("mlp", "--output", "/no/such/folder/flops.txt"), "--output=/no/such/folder",
+            "does not exist", "arguments"),
+    Refusal(("no_such_model",), "MODEL='no_such_model'", "mlp", "model"),
+    Refusal(("refimpl.strategies.no_such_module:f", "--input-shape", "2,4"),
+            "MODEL=refimpl.strategies.no_such_module:f", "cannot load it", "model"),
+    Refusal(_factory("needs_argument"), f"MODEL={HERE}:needs_argument",
+            "needs arguments (width)", "model"),
+    Refusal(_factory("raises"), f"MODEL={HERE}:raises", "raised ValueError: the factory broke",
+            "model"),
+    Refusal(_factory("not_a_module"), f"MODEL={HERE}:not_a_module", "got int", "model"),
+    Refusal(_factory("NOT_CALLABLE"), f"MODEL={HERE}:NOT_CALLABLE", "got int", "model"),
+    Refusal(_factory("TwoInputs"), f"MODEL={HERE}:TwoInputs", "takes 2 inputs (a, b)",
+            "model"),
+    Refusal(_factory("ForwardRaises"), "--input-shape 2,4 --dtype float32",
+            "raised KeyError: 'the forward broke'", "model"),
+    Refusal(_factory("ReturnsPair", "--backward"), "--backward", "returned tuple", "model"),
+    Refusal(("torch.nn:ReLU", "--input-shape", "2,4", "--backward"), "--backward",
+            "no parameter that requires grad", "model"),
+    Refusal(_factory("token_model", "--dtype", "int64", "--backward", "--input-grad"),
+            "--input-grad", "the input is int64", "model"),
+    Refusal((f"{HERE}:linear_stack", "--input-shape", str(OVERFLOW)),
+            f"--input-shape={OVERFLOW}", "overflow a tensor's storage (2**63 bytes)", "model"),
+    Refusal((f"{HERE}:linear_stack", "--input-shape", str(UNALLOCATABLE)),
+            f"--input-shape={UNALLOCATABLE}", f"cannot allocate {UNALLOCATABLE * 4} bytes",
+            "model"),
+    _torchvision_refusal(),
+    _hf_refusal(),
+)
+if not torch.cuda.is_available():  # a CUDA device asked for where there is none
+    REFUSALS += (Refusal(("mlp", "--device", "cuda"), "--device='cuda'", "sees no CUDA",
+                         "arguments"),)
+
+
+def refusals() -> st.SearchStrategy[Refusal]:
+    """One of :data:`REFUSALS`; half the draws among those refused while the model is built
+    or run (the user's code under the counter), the other half among all."""
+    model_stage = [r for r in REFUSALS if r.stage == "model"]
+    return st.one_of(st.sampled_from(model_stage), st.sampled_from(REFUSALS))

@@ -1,0 +1,57 @@
+"""FLOP-counter mutants that survived the mutation run and compute what the original computes.
+
+benchmarks/mutation_score.py counts a survivor as equivalent only where its ``EQUIVALENT``
+entry names a test that demonstrates the equivalence; these are those tests, for the flops
+survivors of the first run of seed 731252159 (keys ``path:line operator occurrence`` on the
+tree that run measured). Each test shows that both versions agree on an exhaustive small
+domain, with the reason the domain covers every case that can reach the line.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from refimpl.flops.counter import FlopCounterMode
+from refimpl.flops.table import render
+
+#: "depth None shows every module": the counter renders with depth 10**9. cosmic-ray's
+#: NumberReplacer moves one of its numbers by one: 9**9, 11**9, 10**8 or 10**10.
+UNBOUNDED_VARIANTS = (10**9, 9**9, 11**9, 10**8, 10**10)
+
+
+def _counts_domain():
+    """Every counts dict over module names nested 0-5 levels deep (``A``, ``A.b``, ...,
+    ``A.b.b.b.b.b``), each present or not, with Global holding their largest count or
+    more: 2**6 name sets x 2 Global totals."""
+    chain = ["A" + ".b" * level for level in range(6)]
+    for present in itertools.product((False, True), repeat=len(chain)):
+        names = [name for name, keep in zip(chain, present, strict=True) if keep]
+        for extra in (0, 5):
+            counts = {name: {"aten.mm": 10 * (i + 1)} for i, name in enumerate(names)}
+            top = max((10 * (i + 1) for i in range(len(names))), default=0)
+            counts["Global"] = {"aten.mm": top + extra}
+            yield counts
+
+
+def test_an_unbounded_table_depth_is_any_depth_past_the_deepest_name():
+    """counter.py:116 (``10**9 if depth is None``) NumberReplacer: a row is left out only
+    when its name's level (dots + 1) exceeds the depth; a name has fewer dots than
+    characters, so every variant (at least 10**8) shows every row of any real model. On
+    the domain: each variant renders exactly the table of depth = the deepest level."""
+    for counts in _counts_domain():
+        deepest = max((name.count(".") + 1 for name in counts if name != "Global"), default=1)
+        tables = {render(counts, depth) for depth in (deepest, *UNBOUNDED_VARIANTS)}
+        assert len(tables) == 1, counts
+
+
+def test_the_counter_renders_depth_none_as_every_level():
+    """The same through the counter: get_table() at depth None equals get_table(6) (the
+    deepest level of a 6-deep chain of modules)."""
+    model = torch.nn.Linear(2, 2)
+    for _ in range(5):
+        model = torch.nn.Sequential(model)
+    with FlopCounterMode(depth=None, display=False) as counter:
+        model(torch.ones(1, 2))
+    assert counter.get_table() == counter.get_table(6)
