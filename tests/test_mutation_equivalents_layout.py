@@ -179,10 +179,11 @@ def test_a_dynamic_conv_s_placeholder_shape_decides_nothing():
 def test_an_inplace_member_has_its_roots_strides(spec):
     """``refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_LtE 2`` (seed
     731252159): a view is an identity alias when its strides are ``==`` its root's -> ``<=``
-    them; and on the current tree every other change to ``_same_view`` that still answers
-    True for an exact copy of the root's view: ``facts.py:99 Eq_LtE 1``, ``Eq_GtE 1``,
-    ``ReplaceAndWithOr 6`` and ``7``; ``facts.py:100 Eq_GtE 2``, ``Eq_LtE 3``, ``Eq_GtE 3``,
-    ``ReplaceAndWithOr 8`` and ``9``, ``Eq_Is 2`` (offsets are small ints). ``identity_alias``
+    them; and on the current tree the other comparisons of ``_same_view`` that still answer
+    True for an exact copy of the root's view: ``facts.py:99 Eq_LtE 1``, ``Eq_GtE 1``;
+    ``facts.py:100 Eq_GtE 2``, ``Eq_LtE 3``, ``Eq_GtE 3``, ``Eq_Is 2`` (offsets are small
+    ints). (Not its ``and`` -> ``or`` changes: those read a size off a root whose value is a
+    tuple of one tensor, and raise.) ``identity_alias``
     decides only for an alias class whose non-root members are all made by in-place ops
     (plan.plain_classes: any other member makes the class not plain either way). In such a
     class each member is its first argument, the root or another such member, so it has its
