@@ -30,7 +30,8 @@ Every expectation is independent of the checkpoint under test: the unwrapped mod
 * A checkpointed module whose input needs no gradient (a data batch; where the backend
   promises gradients then) and whose forward saves more than 256 tensors (past CPython's cache
   of small ints, so a count compared by identity shows) gets the unwrapped module's parameter
-  gradients.
+  gradients, and its recomputation stops at the last save (torch's early stop, where the
+  backend promises it).
 
 Reach (each example): the prediction says the checkpoint strictly drops bytes; for the
 buffer property, a batchnorm's forward is re-run by a recomputation.
@@ -319,17 +320,21 @@ def test_nondeterministic_recomputation_raises_checkpoint_error(refimpl_backend,
 
 class SineChain(nn.Module):
     """``x * w`` then ``depth`` sines: the forward saves ``depth + 1`` tensors (the product's
-    input for ``w``'s gradient, each sine's input)."""
+    input for ``w``'s gradient, each sine's input). ``tail_runs`` counts the runs that get
+    past the last sine (a sine saves its input before it runs, so an early-stopping
+    recomputation ends there)."""
 
     def __init__(self, width: int, depth: int) -> None:
         super().__init__()
         self.w = nn.Parameter(torch.linspace(0.5, 1.5, width))
         self.depth = depth
+        self.tail_runs = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x * self.w
         for _ in range(self.depth):
             h = torch.sin(h)
+        self.tail_runs += 1
         return h
 
 
@@ -343,9 +348,12 @@ def _weight_grad(run: nn.Module, model: SineChain, x: torch.Tensor) -> torch.Ten
 def test_long_forward_on_input_without_grad(refimpl_backend, width: int, depth: int) -> None:
     """The checkpointed module is the whole model and its input needs no gradient (where the
     backend promises gradients then), so only the parameter reaches autograd; the forward
-    saves ``depth + 1`` > 256 tensors."""
+    saves ``depth + 1`` > 256 tensors. Where the backend promises torch's early stop, the
+    recomputation ends at the last sine's save: the code after the sines runs once (the
+    forward's), else twice."""
     apply = component(refimpl_backend, "checkpoint")
-    input_grad = not promise_of(refimpl_backend).grads_without_input_grad
+    promise = promise_of(refimpl_backend)
+    input_grad = not promise.grads_without_input_grad
     if input_grad:
         note("the input needs a gradient: none promised without")
     reach(not input_grad)  # the case the property is for: only the parameter needs a gradient
@@ -354,9 +362,14 @@ def test_long_forward_on_input_without_grad(refimpl_backend, width: int, depth: 
     want = _weight_grad(plain, plain, x)
     model = SineChain(width, depth)
     got = _weight_grad(apply(model) or model, model, x)
+    what = f"{refimpl_backend.name} checkpoint on a {depth}-sine chain"
     assert torch.equal(want, got), (
-        f"{refimpl_backend.name} checkpoint on a {depth}-sine chain with an input needing no "
-        f"gradient: weight gradient {got}, expected the unwrapped module's {want}")
+        f"{what} with an input needing no gradient: weight gradient {got}, expected the "
+        f"unwrapped module's {want}")
+    runs, why = (1, "the recomputation stops at the last save") if promise.stops_early \
+        else (2, "the whole call is recomputed")
+    assert model.tail_runs == runs, \
+        f"{what}: the code after the last sine ran {model.tail_runs} times, expected {runs} ({why})"
 
 
 @given(stack=module_stacks())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from refimpl.checkpointing import checkpoint as refimpl_checkpoint
 from refimpl.expect.checkpoint import (
     COMPOSABLE,
     assert_same_step,
@@ -111,6 +112,29 @@ def test_finding_composable_debug_always_raises() -> None:
     m = checkpoint(nn.Linear(2, 2), debug=True)
     with pytest.raises(ValueError, match="debug=True is incompatible with non-default"):
         m(torch.randn(1, 2, requires_grad=True)).sum().backward()
+
+
+@pytest.mark.torch_releases("2.13")
+@pytest.mark.parametrize("second", ["backward", "read"])
+def test_finding_composable_recomputes_a_call_once(second: str) -> None:
+    """Finding: torch's composable checkpoint builds its recomputation context (``_no_hook``, a
+    one-shot generator context manager) once per forward, so a second recomputation of the
+    same call (a second backward of a retained graph, or a backward after reading a saved
+    tensor outside one) fails with an AttributeError; refimpl recomputes every time."""
+    from torch import nn
+    from torch.distributed._composable import checkpoint
+
+    for apply, fails in ((checkpoint, True), (refimpl_checkpoint, False)):
+        out = apply(nn.Linear(2, 2))(torch.ones(1, 2, requires_grad=True)).sin().sum()
+        if second == "backward":
+            out.backward(retain_graph=True)
+        else:
+            out.grad_fn.next_functions[0][0].next_functions[0][0]._saved_mat1  # noqa: B018
+        if fails:
+            with pytest.raises(AttributeError, match="_GeneratorContextManager"):
+                out.backward()
+        else:
+            out.backward()
 
 
 @pytest.mark.torch_releases("2.13", "2.14")

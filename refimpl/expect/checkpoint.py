@@ -69,6 +69,14 @@ class CheckpointPromise:
     grads_without_input_grad  a call none of whose tensor inputs needs a gradient still gives
                     its parameters gradients (False: documented for the reentrant checkpoint,
                     which warns and gives none).
+    per_op_graph    the checkpointed model's autograd graph is the unwrapped model's, node for
+                    node (False: documented for the reentrant checkpoint, one node per call).
+    recomputes_repeatedly  every unpack outside a backward, and every backward of a retained
+                    graph, recomputes anew (torch's non-reentrant checkpoint; False: documented
+                    for selective checkpointing, "only allowed to backward once").
+    stops_early     a recomputation ends at its save that matches the forward's last one, and
+                    never runs the code after it (torch's non-reentrant ``early_stop=True``, its
+                    default; False: the reentrant checkpoint reruns the whole call).
     debug_mode      ``debug=True`` (or torch's ``set_checkpoint_debug_enabled(True)``) adds
                     the ops of both runs to a determinism error (False: documented as
                     unsupported, as torch's debug mode with a selective ``context_fn``).
@@ -86,6 +94,9 @@ class CheckpointPromise:
     nested_inputs: bool = True
     checks_determinism: bool = True
     grads_without_input_grad: bool = True
+    per_op_graph: bool = True
+    recomputes_repeatedly: bool = True
+    stops_early: bool = True
     debug_mode: bool = True
     debug_lists_runs: bool = False
 

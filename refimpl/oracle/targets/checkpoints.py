@@ -67,7 +67,8 @@ class TorchCheckpointReentrant(_CheckpointTarget):
     name = "torch-checkpoint-reentrant"
     checkpoint_promise = CheckpointPromise(keeps_inputs="always", nested_inputs=False,
                                            checks_determinism=False,
-                                           grads_without_input_grad=False)
+                                           grads_without_input_grad=False,
+                                           per_op_graph=False, stops_early=False)
 
     def _kwargs(self) -> dict:
         return {"use_reentrant": True}
@@ -83,8 +84,10 @@ class TorchSAC(_CheckpointTarget):
     """Selective activation checkpointing: non-reentrant, matmul outputs kept."""
 
     name = "torch-sac"
-    #: torch's debug mode raises "debug=True is incompatible with non-default context_fn"
-    checkpoint_promise = CheckpointPromise(kept_ops=MATMULS, debug_mode=False)
+    #: torch's debug mode raises "debug=True is incompatible with non-default context_fn", and
+    #: a second recomputation "Trying to backward an extra time" (both documented)
+    checkpoint_promise = CheckpointPromise(kept_ops=MATMULS, debug_mode=False,
+                                           recomputes_repeatedly=False)
 
     def _kwargs(self) -> dict:
         return {"use_reentrant": False,
