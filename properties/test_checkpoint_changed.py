@@ -17,7 +17,10 @@ steps: forward, ``with torch.no_grad(): tensor.add_(1)`` for each drawn tensor, 
   gradient is not).
 
 The tensors drawn (``module_stacks(changes=True)``): parameters of the model (by name) and
-the model's input, mostly one a checkpointed call reads; none in one example of five. What a
+the model's input, mostly one a checkpointed call reads; none in one example of five. In
+half the examples every parameter and the input are *aged* first: their version counters are
+bumped past 256 by in-place no-ops, so a checkpoint comparing versions by identity (equal
+only for CPython's cached small ints) shows. What a
 checkpointed call reads is :func:`~refimpl.strategies.modules.checkpointed_reads`.
 
 Reach (each example): a tensor a checkpointed call reads was changed.
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 
 import torch
 from hypothesis import assume, given
+from hypothesis import strategies as st
 from torch import nn
 
 from refimpl.expect.checkpoint import COMPOSABLE, loss, wrapped
@@ -44,6 +48,9 @@ from refimpl.strategies.modules import (
 
 #: how much each drawn tensor is changed by (any change bumps its version)
 DELTA = 1.0
+#: an aged tensor's version before the step: past CPython's cache of small ints (256), so a
+#: version compared by identity instead of equality shows
+AGE = 257
 
 
 @dataclass
@@ -56,11 +63,22 @@ class Outcome:
     input_grad: torch.Tensor | None
 
 
+def _age(tensors: list[torch.Tensor]) -> None:
+    """Bump each tensor's version counter past :data:`AGE` with in-place no-ops."""
+    with torch.no_grad():
+        for tensor in tensors:
+            for _ in range(AGE):
+                tensor.add_(0)
+
+
 def step_with_changes(model: nn.Module, params: dict[str, nn.Parameter], x: torch.Tensor,
-                      changed: tuple[str, ...]) -> Outcome:
+                      changed: tuple[str, ...], aged: bool = False) -> Outcome:
     """Forward, change each of ``changed`` (parameter names, or :data:`INPUT`) in place under
-    no_grad, backward; ``params``: the model's parameters by their unwrapped names."""
+    no_grad, backward; ``params``: the model's parameters by their unwrapped names; ``aged``:
+    first bump the versions of the input and every parameter past :data:`AGE`."""
     x = x.detach().clone().requires_grad_()
+    if aged:
+        _age([x, *params.values()])
     torch.manual_seed(7)  # the same dropout masks in every run
     out = loss(model, x)
     with torch.no_grad():
@@ -85,9 +103,9 @@ def _same_gradients(want: Outcome, got: Outcome, what: str) -> None:
         f"got {got.input_grad}"
 
 
-@given(stack=module_stacks(changes=True))
-def test_changed_between_forward_and_backward_as_eager(refimpl_backend,
-                                                       stack: ModuleStack) -> None:
+@given(stack=module_stacks(changes=True), aged=st.booleans())
+def test_changed_between_forward_and_backward_as_eager(refimpl_backend, stack: ModuleStack,
+                                                       aged: bool) -> None:
     apply = component(refimpl_backend, "checkpoint")
     promise = getattr(refimpl_backend, "checkpoint_promise", None) or COMPOSABLE
     model = stack.build()
@@ -97,12 +115,13 @@ def test_changed_between_forward_and_backward_as_eager(refimpl_backend,
     touches_region = bool(checkpointed_reads(stack).intersection(stack.changed))
     reach(touches_region)
     x = stack.example_input()
-    want = step_with_changes(model, dict(model.named_parameters()), x, stack.changed)
+    want = step_with_changes(model, dict(model.named_parameters()), x, stack.changed, aged)
     target = wrapped(stack, apply)
     got = step_with_changes(target.model, dict(target.originals[""].named_parameters()), x,
-                            stack.changed)
+                            stack.changed, aged)
     what = (f"{refimpl_backend.name} checkpoint on {stack.checkpointed}, changed in place "
-            f"between forward and backward: {list(stack.changed)}")
+            f"between forward and backward: {list(stack.changed)}"
+            f"{f' (every version past {AGE} before the step)' if aged else ''}")
     if want.error is not None:
         assert got.error is not None, (
             f"{what}: eager raises ({str(want.error)[:120]}...), the checkpoint does not: it "
