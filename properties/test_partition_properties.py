@@ -62,6 +62,7 @@ from refimpl.strategies.programs import (
     WIDENED,
     ProgramSpec,
     back_to_back_regions,
+    pointwise_chains,
     programs,
 )
 
@@ -99,10 +100,13 @@ def expected_of(spec: ProgramSpec):
 
 
 
-def check_within_budget_and_exact(backend, spec: ProgramSpec, budget: float) -> None:
+def check_within_budget_and_exact(backend, spec: ProgramSpec, budget: float,
+                                  reached: bool | None = None) -> None:
+    """The plan at ``budget`` keeps bytes within the bound and gives the reference's results
+    (module docstring); ``reached``: the caller's reach (default: the budget binds)."""
     compile_fn = component(backend, "compile")
     run, expected = expected_of(spec)
-    reach(expected.reached(budget))
+    reach(expected.reached(budget) if reached is None else reached)
     fn = spec.make()
     torch._dynamo.reset()  # programs share one code object: no cache, no recompile limit
     saved, out, grads = measured(compile_fn(fn, memory_budget=budget), spec)
@@ -236,6 +240,30 @@ def test_partition_at_budget_one_recomputes_no_flops(refimpl_backend, spec):
         f"{reproducer(spec, budget=1.0, backend=refimpl_backend.name)}\nbackward FLOPs at "
         f"budget 1.0: expected {run.backward_flops} (the no-recompute reference's), observed "
         f"{observed} (saving {saved} bytes, min {expected.min_bytes})")
+
+
+@given(spec=pointwise_chains())
+def test_partition_at_budget_one_recomputes_a_pointwise_chain(refimpl_backend, spec):
+    """At budget 1.0 the plan recomputes pointwise work rather than keep it: on a matmul
+    read through a chain of nonlinear pointwise ops
+    (:func:`~refimpl.strategies.programs.pointwise_chains`), it keeps no more bytes than
+    the fewest any plan that recomputes no FLOPs keeps (the brute force: the matmul's
+    output alone, the chain recomputed from it). torch's partitioner bans only ops that are
+    not fusible (matmuls, ...) from recompute at budget 1.0 and recomputes pointwise ops
+    when that keeps fewer bytes; so does refimpl (docs/design.md). A partitioner that
+    treats pointwise ops as expensive keeps every link of the chain. Reach: keeping what
+    the backward reads costs more than that fewest-bytes plan (a link is worth recomputing)."""
+    compile_fn = component(refimpl_backend, "compile")
+    _, expected = expected_of(spec)
+    cheapest = expected.frontier[-1]  # the fewest bytes of a plan that recomputes least
+    reach(expected.no_recompute_bytes > cheapest.bytes)
+    torch._dynamo.reset()  # programs share one code object: no cache, no recompile limit
+    saved = measured(compile_fn(spec.make(), memory_budget=1.0), spec)[0]
+    assert saved <= cheapest.bytes, (
+        f"{reproducer(spec, budget=1.0, backend=refimpl_backend.name)}\nsaved bytes at "
+        f"budget 1.0: expected <= {cheapest.bytes} (keep the matmul's output, recompute "
+        f"the pointwise chain: {cheapest.flops} FLOPs), observed {saved} (keeping "
+        f"everything the backward reads: {expected.no_recompute_bytes})")
 
 
 @given(spec=KNAPSACK_PROGRAMS, budget=KNAPSACK_BUDGETS, solver=st.sampled_from(TORCH_SOLVERS),

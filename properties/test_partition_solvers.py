@@ -42,8 +42,19 @@ from refimpl.expect.partition_expect import (
 )
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
-from refimpl.properties.test_partition_properties import expected_of, reproducer
-from refimpl.strategies.programs import EXPENSIVE_KINDS, KINDS, RANDOM_KINDS, programs
+from refimpl.properties.test_partition_properties import (
+    check_within_budget_and_exact,
+    expected_of,
+    reproducer,
+)
+from refimpl.strategies.programs import (
+    EXPENSIVE_KINDS,
+    KINDS,
+    RANDOM_KINDS,
+    parallel_matmuls,
+    programs,
+    random_chains,
+)
 
 #: the forward values (non-primal forward-side nodes of the joint graph) an exact solver of
 #: ``exact_solvers`` must handle: 2^16 save-sets (refimpl's "brute" refuses more)
@@ -92,3 +103,76 @@ def test_partition_every_exact_solver_recomputes_the_least(refimpl_backend, spec
     eager = fn(*inputs)
     eager.backward()
     assert_same_results(out, grads, eager.detach(), [x.grad for x in inputs], why, "eager")
+
+
+def middle_budgets(expected) -> list[float]:
+    """The budgets of :data:`GRID` whose bound (``max``: the no-recompute bytes) admits a
+    middle plan of the frontier: the best plan within it recomputes fewer FLOPs than the
+    fewest-bytes plan and more than the least-FLOPs plan."""
+    top, bottom = expected.frontier[0].flops, expected.frontier[-1].flops
+    return [b for b in GRID if top > expected.optimum(expected.bound(b)) > bottom]
+
+
+@given(spec=parallel_matmuls(), data=st.data())
+def test_partition_exact_solvers_take_a_middle_plan(refimpl_backend, spec, data):
+    """Every exact solver the target promises (torch's default config under
+    ``partition_promise.least_recompute``, and each of ``exact_solvers``), on matmuls of
+    different costs side by side (:func:`~refimpl.strategies.programs.parallel_matmuls`)
+    at a budget whose best plan saves some of them: the backward recomputes no more FLOPs
+    than that plan, the bytes stay within the bound, and the results are eager's. A solver
+    that keeps the first plan that fits, or compares plans wrongly, recomputes every matmul
+    there. Reach: the bound, with the target's own budget-1.0 bytes as ``max``, admits a
+    middle plan."""
+    promise = promise_of(refimpl_backend)
+    solvers = ((None,) if promise.least_recompute else ()) + promise.exact_solvers
+    if not solvers:
+        pytest.skip(f"backend {refimpl_backend.name!r} promises no exact solver "
+                    "(partition_promise.least_recompute is False, exact_solvers empty)")
+    solver = data.draw(st.sampled_from(solvers), label="solver")
+    compile_fn = component(refimpl_backend, "compile")
+    run, expected = expected_of(spec)
+    if solver is not None and sum(not n.primal for n in run.problem.nodes) > MAX_FORWARD_VALUES:
+        event(f"more than {MAX_FORWARD_VALUES} forward values: beyond the promise")
+        reject()
+    budget = data.draw(st.sampled_from(middle_budgets(expected) or GRID), label="budget")
+    fn = spec.make()
+    torch._dynamo.reset()  # programs share one code object: no cache, no recompile limit
+    config = {} if solver is None else {"activation_memory_budget_solver": solver}
+    with torch._functorch.config.patch(**config):
+        high = measured(compile_fn(fn, memory_budget=1.0), spec)[0]
+        compiled = compile_fn(fn, memory_budget=budget)
+        saved, out, grads = measured(compiled, spec)  # the first call compiles
+        recomputed = backward_flops(compiled, spec) - run.backward_flops
+    bound = bound_bytes(expected.min_bytes, high, budget)
+    optimum = expected.optimum(bound)
+    reach(expected.frontier[0].flops > optimum > expected.frontier[-1].flops)
+    why = reproducer(spec, budget=budget, solver=solver, backend=refimpl_backend.name)
+    assert_saved_within(saved, expected, budget, why, max_bytes=high)
+    assert recomputed <= optimum, (
+        f"{why}\nrecomputed FLOPs: expected <= {optimum} (the best plan within {bound} "
+        f"bytes: min {expected.min_bytes}, the budget-1.0 plan's {high}; the fewest-bytes "
+        f"plan recomputes {expected.frontier[0].flops}), observed {recomputed} (saving "
+        f"{saved} bytes)")
+    inputs = spec.inputs(0)
+    eager = fn(*inputs)
+    eager.backward()
+    assert_same_results(out, grads, eager.detach(), [x.grad for x in inputs], why, "eager")
+
+
+@given(spec=random_chains(), budget=st.sampled_from([0.0, 0.5]), data=st.data())
+def test_partition_exact_solvers_save_every_random_draw(refimpl_backend, spec, budget, data):
+    """torch's default solver config and every exact solver the target promises, on chains
+    of random ops
+    (:func:`~refimpl.strategies.programs.random_chains`): the backward reads only random
+    draws, so the one valid plan saves all of them. A solver that never considers saving
+    every candidate at once finds no plan (or recomputes a draw); the check is that of
+    :func:`test_partition_within_budget_and_exact` (bytes within the bound, output and
+    gradients those of the reference run whose forward drew the same numbers). Reach: every
+    step is ``rand_like`` (no dropout, whose saved mask is not a draw), so the backward
+    reads draws only."""
+    solvers = (None, *promise_of(refimpl_backend).exact_solvers)
+    solver = data.draw(st.sampled_from(solvers), label="solver")
+    config = {} if solver is None else {"activation_memory_budget_solver": solver}
+    only_draws = all(step.kind == "rand" for step in spec.steps)  # no dropout mask to keep
+    with torch._functorch.config.patch(**config):
+        check_within_budget_and_exact(refimpl_backend, spec, budget, reached=only_draws)

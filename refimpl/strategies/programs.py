@@ -79,7 +79,8 @@ from refimpl.strategies.features import Feature
 from refimpl.strategies.mutating import MUTATIONS, mutation_programs
 
 __all__ = ["FEATURES", "KINDS", "MOTIFS", "RANDOM_KINDS", "REGION_POLICIES", "ProgramSpec",
-           "Region", "Step", "programs"]
+           "Region", "Step", "parallel_matmuls", "pointwise_chains",
+           "programs", "random_chains"]
 
 KINDS = ("mm", "pointwise", "binary", "reduction", "summary", "view", "conv", "attention",
          "dropout", "rand", "inplace")
@@ -373,6 +374,59 @@ def _summary_motif(draw, b: _Builder, src: int) -> None:
     if "mm" in b.kinds and b.widths[e] > 2 and draw(st.booleans()):
         narrow = draw(st.integers(2, b.widths[e] - 1))
         b.nonlinear(draw, b.add(Step("mm", "mm", (src,), narrow)))
+
+
+@st.composite
+def parallel_matmuls(draw) -> ProgramSpec:
+    """Two or three matmuls side by side, each read by the backward through a nonlinear op,
+    of different costs: each ``mm`` reads the input ``x`` (wide: many FLOPs per byte it
+    makes) or an earlier nonlinear value (narrow: few), into its own width. Saving one
+    output spares its FLOPs only, so the Pareto frontier of save-sets has middle points
+    (save some matmuls, recompute the others) whose FLOPs differ from both ends: at a budget
+    between them, only a solver that weighs each value's bytes against its FLOPs finds the
+    least recompute. (The motifs of :func:`programs` mostly make two-point frontiers: save
+    the expensive value or recompute all of it.) Every nonlinear value is an output."""
+    n, width = draw(st.integers(2, 6)), draw(st.integers(4, 12))
+    steps: list[Step] = []
+    widths = [width]
+    for _ in range(draw(st.integers(2, 3))):
+        sources = [0] + [i for i in range(2, len(widths), 2)]  # x or a nonlinear value
+        src = draw(st.sampled_from(sources))
+        out = draw(st.sampled_from([w for w in range(1, 9) if w not in widths[1:]]))
+        steps.append(Step("mm", "mm", (src,), out))
+        steps.append(Step("pointwise", draw(st.sampled_from(NONLINEAR)), (len(steps),), out))
+        widths += [out, out]
+    return ProgramSpec(n, width, tuple(steps), outputs=tuple(range(2, len(widths), 2)))
+
+
+@st.composite
+def random_chains(draw) -> ProgramSpec:
+    """One to three random steps in a row (``v * rand_like(v)``, sometimes ``dropout``), each
+    reading the one before it or the input: the backward reads only random draws (and
+    dropout's masks), which no plan may recompute, so the one valid plan saves every value
+    the backward reads, at every budget. The last value is the output."""
+    n, width = draw(st.integers(1, 4)), draw(st.integers(1, 6))
+    steps: list[Step] = []
+    for i in range(draw(st.integers(1, 3))):
+        src = draw(st.sampled_from(sorted({0, i})))
+        if draw(st.integers(0, 3)) < 3:  # Hypothesis favours small draws: rand mostly
+            steps.append(Step("rand", "rand_like", (src,), width))
+        else:
+            steps.append(Step("dropout", "dropout", (src,), width, 0.5))
+    return ProgramSpec(n, width, tuple(steps), outputs=tuple(sorted(_sinks(steps))))
+
+
+@st.composite
+def pointwise_chains(draw) -> ProgramSpec:
+    """``x @ W`` read through a chain of two or three nonlinear pointwise ops: the backward
+    reads the matmul's output and each link of the chain, every one of them through a
+    pointwise op. Keeping only the matmul's output and recomputing the chain from it
+    recomputes no FLOPs. The last link is the output."""
+    n, width, out = draw(st.integers(1, 6)), draw(st.integers(2, 8)), draw(st.integers(2, 8))
+    steps = [Step("mm", "mm", (0,), out)]
+    for _ in range(draw(st.integers(2, 3))):
+        steps.append(Step("pointwise", draw(st.sampled_from(NONLINEAR)), (len(steps),), out))
+    return ProgramSpec(n, width, tuple(steps), outputs=(len(steps),))
 
 
 def _sinks(spec_steps: list[Step]) -> set[int]:
