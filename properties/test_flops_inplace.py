@@ -55,7 +55,11 @@ PRODUCTS = {
 }
 
 
-@given(st.sampled_from(sorted(PRODUCTS)), st.sampled_from(["in place", "out of place", "out="]),
+#: the forms a product is called in; half the draws in place (the case torch misses).
+FORMS = st.one_of(st.just("in place"), st.sampled_from(["in place", "out of place", "out="]))
+
+
+@given(st.sampled_from(sorted(PRODUCTS)), FORMS,
        st.integers(1, 4), st.integers(1, 5), st.integers(1, 5), st.integers(1, 5))
 def test_inplace_products_count_as_their_out_of_place_ops(refimpl_backend, name, form, b, m,
                                                           k, n):
