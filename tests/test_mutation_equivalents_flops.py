@@ -55,3 +55,29 @@ def test_the_counter_renders_depth_none_as_every_level():
     with FlopCounterMode(depth=None, display=False) as counter:
         model(torch.ones(1, 2))
     assert counter.get_table() == counter.get_table(6)
+
+
+def _conv_shapes_refused(rank_x: int, rank_w: int, least: int) -> bool:
+    """conv.py:36's check with its constant as ``least`` (3 in refimpl, 2 in the mutant)."""
+    return rank_x != rank_w or rank_x < least
+
+
+def test_the_conv_rank_check_differs_only_where_torch_refuses_first():
+    """conv.py:36 (``len(x_shape) < 3``) NumberReplacer to ``< 2``: over every pair of ranks
+    1-6 the two checks differ only for a rank-2 input with a rank-2 weight, and torch's
+    convolution refuses that pair itself (CPU and meta), before any formula runs: under the
+    counter the formula sees the shapes only after the op ran, so the check never sees it."""
+    differ = {(rx, rw) for rx, rw in itertools.product(range(1, 7), repeat=2)
+              if _conv_shapes_refused(rx, rw, 3) != _conv_shapes_refused(rx, rw, 2)}
+    assert differ == {(2, 2)}
+    aten = torch.ops.aten
+    for device in ("cpu", "meta"):
+        x, w = torch.empty(2, 3, device=device), torch.empty(4, 3, device=device)
+        with FlopCounterMode(display=False) as counter:
+            try:
+                aten.convolution(x, w, None, [], [], [], False, [], 1)
+            except (RuntimeError, TypeError) as exc:  # torch's kernel, not the formula
+                assert "convolution:" not in str(exc)
+            else:
+                raise AssertionError(f"{device}: torch ran a convolution of rank-2 shapes")
+        assert counter.get_total_flops() == 0
