@@ -1,8 +1,8 @@
 """CSE of effects a schema hides or qualifies (``refimpl.strategies.cse_cases``).
 
 * Python calls with effects: ``torch.manual_seed`` (its aten op returns nothing) before each
-  of two equal random draws, and a user function named like ``torch.sym_*`` that writes
-  its argument: never merged (symbolic_trace graphs only);
+  of two equal random draws, and a user function named like ``torch.sym_*`` or like the
+  builtin ``max`` that writes its argument: never merged (symbolic_trace graphs only);
 * an attention kernel whose only randomness is its ``dropout_p``: two calls with
   ``dropout_p > 0`` are two draws, two with ``dropout_p == 0`` (``0``, ``0.0``, ``-0.0``,
   by position or keyword) are one value and are merged;
@@ -12,6 +12,10 @@
 * a pure op twice and an in-place op writing the first while reading the second: merged
   when the op is pointwise (``a.add_(b)`` becomes ``a.add_(a)``, the same values), never
   when it is not (``a.addmm_(b, b)`` reading what it writes computes something else).
+
+* a graph with no inputs: ``a = full(...)``, ``a.tril_()`` (or another write), the same
+  ``full`` again, read by nothing: removing that repeat is sound (nothing reads it, so
+  nothing sees the write), and it is expected removed.
 
 Each asks the judge (``refimpl.expect.cse_soundness.unsound_reasons``) and, where the
 generator claims a sound merge by hand, that the backend made it. Reach: the graph holds two
@@ -40,7 +44,8 @@ def _judged(backend, case, merged: bool = False) -> None:
 @given(cse_cases(("opaque_functions",)))
 def test_python_calls_with_effects_are_never_merged(refimpl_backend, case):
     """``torch.manual_seed(0); rand_like(x); torch.manual_seed(0); rand_like(x)`` draws
-    the same numbers twice; ``sym_bump_(y)`` twice adds 2."""
+    the same numbers twice; ``sym_bump_(y)`` twice adds 2, and so does a user's function
+    named ``max`` that adds 1 to its argument (not the builtin)."""
     skip_unless_takes(refimpl_backend, "fx_graph_cse", SHAPES["opaque_functions"].styles)
     _judged(refimpl_backend, case)
 
@@ -63,4 +68,11 @@ def test_maybe_copies_without_recorded_values_are_sound(refimpl_backend, case):
 def test_an_inplace_op_reading_the_twin_of_what_it_writes(refimpl_backend, case):
     """``a = cos(y); b = cos(y); a.add_(b)`` is merged (``a.add_(a)``);
     ``a.addmm_(b, b)`` is not."""
+    _judged(refimpl_backend, case, merged=True)
+
+
+@given(cse_cases(("dead_repeat",)))
+def test_a_repeat_nobody_reads_is_removed_after_a_write(refimpl_backend, case):
+    """``a = full(...); a.tril_(); b = full(...)`` with no inputs and ``b`` unread: ``b``
+    goes (a CSE that compares the write's position with ``b``'s reads must count none)."""
     _judged(refimpl_backend, case, merged=True)

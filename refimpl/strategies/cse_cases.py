@@ -25,7 +25,7 @@ The shapes (each a class of bugs, not one bug):
   keyword (``aten.t.default(self=x)``), as hand-built or rewritten graphs have them;
 * ``opaque_functions``: Python calls with effects a schema cannot show: ``torch.manual_seed``
   (no aten op) before each of two equal random draws, and a user function named like
-  ``torch.sym_*`` that writes its argument;
+  ``torch.sym_*`` or like the builtin ``max`` that writes its argument;
 * ``attention_dropout``: an attention kernel whose only randomness is its ``dropout_p``,
   twice: random for ``dropout_p > 0`` (never merged), pure for ``dropout_p == 0``
   (expected merged);
@@ -36,7 +36,10 @@ The shapes (each a class of bugs, not one bug):
   reading the second: pointwise (``a.add_(b)``: the merge is sound, expected) or not
   (``a.addmm_(b, b)``: never);
 * ``distinct_equal_leaves``: the same call twice with equal arguments that are distinct
-  objects (a string built at run time, a fresh ``torch.device``): expected merged.
+  objects (a string built at run time, a fresh ``torch.device``): expected merged;
+* ``dead_repeat``: a graph with no inputs: ``a = full(...)``, a write to ``a`` (``tril_``,
+  ``cumsum_``: not elementwise; ``mul_``), the same ``full`` again that nothing reads: the
+  repeat is expected removed (no reader of it sees the write).
 
 Generation: the dialect, then the shape's choices, each from a short list (so each shrinks
 to its first item).
@@ -57,7 +60,7 @@ from refimpl.strategies.graphs import annotate
 aten = torch.ops.aten
 
 __all__ = ["CORRUPTIONS", "KEEP_META", "SHAPES", "CseCase", "MalformedCase", "cse_cases",
-           "keep_names", "malformed_graphs"]
+           "keep_names", "malformed_graphs", "misplaced_outputs"]
 
 #: the meta key marking a node the generator knows must never be merged
 KEEP_META = "cse_cases_keep"
@@ -83,6 +86,17 @@ def row_of_later(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def sym_bump_(t: torch.Tensor) -> torch.Tensor:
     """Adds 1 to ``t`` in place: a user function whose name looks like ``torch.sym_*``."""
     return t.add_(1)
+
+
+def bump_named_max(t: torch.Tensor) -> torch.Tensor:
+    """Adds 1 to ``t`` in place: a user function whose ``__name__`` is ``max``, like the
+    builtin's (a function defined as ``max`` in a user's module)."""
+    return t.add_(1)
+
+
+bump_named_max.__name__ = "max"
+#: the user functions that write their argument, by the name a case records
+BUMPS = {"sym_bump_": sym_bump_, "max": bump_named_max}
 
 
 OPAQUE_ALIASES = {"later_argument": later_argument, "view_of_later": view_of_later,
@@ -270,8 +284,8 @@ def _opaque_functions(emit, xs, which, seed):
             draws.append(emit.call(torch.rand_like, xs[0], keep=True))
         return draws
     base = emit.op(aten.clone.default, ".clone", xs[0])
-    emit.call(sym_bump_, base, keep=True)
-    emit.call(sym_bump_, base, keep=True)
+    emit.call(BUMPS[which], base, keep=True)
+    emit.call(BUMPS[which], base, keep=True)
     return [emit.op(aten.cos.default, "cos", base)]
 
 
@@ -327,6 +341,22 @@ def _distinct_equal_leaves(emit, xs, leaf):
     return [emit.op(aten.add.Tensor, "add", first, second)]
 
 
+#: writers of a whole tensor that read nothing else: not elementwise (``tril_``, ``cumsum_``)
+#: and elementwise (``mul_``)
+WHOLE_WRITERS = {"tril_": (aten.tril_.default, ".tril_", ()),
+                 "cumsum_": (aten.cumsum_.default, ".cumsum_", (0,)), "mul_": WRITERS["mul_"]}
+
+
+def _dead_repeat(emit, xs, writer):
+    """``a = full([3, 3], 2.0); a.<writer>(); b = full([3, 3], 2.0)``, ``b`` read by nothing;
+    returns ``-a`` (so ``a``'s storage is not an output's)."""
+    a = emit.op(aten.full.default, "full", [3, 3], 2.0)
+    aten_op, torch_name, args = WHOLE_WRITERS[writer]
+    written = emit.op(aten_op, torch_name, a, *args, keep=True)
+    emit.op(aten.full.default, "full", [3, 3], 2.0)
+    return [emit.op(aten.neg.default, "neg", written)]
+
+
 @dataclass(frozen=True)
 class Shape:
     """A shape: its builder, how many inputs, the dialects it is drawn in, its choices (one
@@ -353,7 +383,7 @@ SHAPES: dict[str, Shape] = {
     "keyword_arguments": Shape(_keyword_arguments, 1, ("aten",), (
         _BOOL, tuple(VIEWS), ("mul_", "add_"), tuple(PURE))),
     "opaque_functions": Shape(_opaque_functions, 1, ("torch",), (
-        ("manual_seed", "sym_bump_"), (0, 7))),
+        ("manual_seed", *BUMPS), (0, 7))),
     "attention_dropout": Shape(_attention_dropout, 1, ("aten",), (
         (0.0, 0.5, 0, -0.0, 0.25), _BOOL),
         merges=lambda p, by_keyword: 2 if p == 0 else 0),
@@ -365,6 +395,8 @@ SHAPES: dict[str, Shape] = {
         merges=lambda clone, pure, writer: 0 if writer == "addmm_" else 1),
     "distinct_equal_leaves": Shape(_distinct_equal_leaves, 1, ("aten", "torch"), (
         ("string", "device"),), merges=lambda leaf: 1),
+    "dead_repeat": Shape(_dead_repeat, 0, ("aten", "torch"), (tuple(WHOLE_WRITERS),),
+                         merges=lambda writer: 1),
 }
 
 
@@ -385,7 +417,9 @@ def cse_cases(draw, shapes: tuple[str, ...] = tuple(SHAPES)) -> CseCase:
 # --- malformed graphs: what a CSE must refuse (the caller's graph is wrong) ---
 
 #: how a valid graph is broken: a reader moved before its input, an input made to read its
-#: reader (a cycle), or a reader made to read a node of another graph.
+#: reader (a cycle), or a reader made to read a node of another graph (each a KeyError in
+#: torch's pass); or a reader moved after the output node (``output_not_last``, drawn apart:
+#: :func:`misplaced_outputs`).
 CORRUPTIONS = ("reorder", "cycle", "foreign")
 #: aten shapes whose graphs hold a computed value read by another (what each corruption needs)
 CORRUPTIBLE = ("list_view_write", "write_reads_twin", "keyword_arguments")
@@ -401,6 +435,16 @@ class MalformedCase:
     pick: int
 
     def graph(self) -> fx.Graph:
+        return self.broken()[0]
+
+    def offence(self) -> tuple[str, str]:
+        """The names of the node that reads wrongly and of the node it reads: the moved reader
+        and its input (``reorder``), the input and the reader it now reads (``cycle``), the
+        reader and the other graph's placeholder (``foreign``)."""
+        return self.broken()[1:]
+
+    def broken(self) -> tuple[fx.Graph, str, str]:
+        """The broken graph, and :meth:`offence`."""
         graph = self.case.traced().graph
         pairs = [(node, source) for node in graph.nodes if node.op == "call_function"
                  for source in node.all_input_nodes
@@ -408,13 +452,18 @@ class MalformedCase:
         reader, source = pairs[self.pick % len(pairs)]
         if self.corruption == "reorder":
             source.prepend(reader)
-        elif self.corruption == "cycle":
+            return graph, reader.name, source.name
+        if self.corruption == "cycle":
             source.replace_input_with(source.all_input_nodes[0], reader)
-        else:
-            other = fx.Graph().placeholder("elsewhere")
-            other.meta["val"] = source.meta["val"]
-            reader.replace_input_with(source, other)
-        return graph
+            return graph, source.name, reader.name
+        if self.corruption == "output_not_last":
+            output = next(n for n in graph.nodes if n.op == "output")
+            output.append(reader)
+            return graph, reader.name, output.name
+        other = fx.Graph().placeholder("elsewhere")
+        other.meta["val"] = source.meta["val"]
+        reader.replace_input_with(source, other)
+        return graph, reader.name, other.name
 
 
 @st.composite
@@ -422,3 +471,10 @@ def malformed_graphs(draw) -> MalformedCase:
     """A valid aten case of a :data:`CORRUPTIBLE` shape, broken one of the CORRUPTIONS ways."""
     case = draw(cse_cases(CORRUPTIBLE).filter(lambda c: c.style == "aten"))
     return MalformedCase(case, draw(st.sampled_from(CORRUPTIONS)), draw(st.integers(0, 7)))
+
+
+@st.composite
+def misplaced_outputs(draw) -> MalformedCase:
+    """A valid aten case of a :data:`CORRUPTIBLE` shape with a node moved after its output."""
+    case = draw(cse_cases(CORRUPTIBLE).filter(lambda c: c.style == "aten"))
+    return MalformedCase(case, "output_not_last", draw(st.integers(0, 7)))
