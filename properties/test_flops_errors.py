@@ -7,7 +7,8 @@ formula can notice), against the shapes a hand derivation needs to fit together.
   and key must agree, and ``Hq`` must be a multiple of ``Hkv``;
 - the fused inference ops (``_native_multi_head_attention``,
   ``_transformer_encoder_layer_fwd``): ``qkv_weight`` is ``[3E, E]`` and ``proj_weight``
-  ``[E, E]`` for embedding ``E``; an input needs at least ``[L, E]``.
+  ``[E, E]`` for embedding ``E``; an input needs at least ``[L, E]``; query, key and value
+  hold as many sequences.
 
 refimpl raises ValueError naming the shapes; torch's formulas assert (AssertionError with
 the shapes), accepted too: both refuse to count. Reach: the well-fitting shapes of the same
@@ -122,6 +123,14 @@ def _attention_block(src, embed, heads, qkv_shape, proj_shape):
         _meta(qkv_shape[0]), _meta(*proj_shape), _meta(proj_shape[0]))
 
 
+def _cross_attention(query, key, embed, heads):
+    """``_native_multi_head_attention`` of ``query`` on key = value of shape ``key`` (its
+    meta kernel does not compare their batches)."""
+    return lambda: aten._native_multi_head_attention(
+        _meta(*query), _meta(*key), _meta(*key), embed, heads, _meta(3 * embed, embed),
+        _meta(3 * embed), _meta(embed, embed), _meta(embed))
+
+
 FUSED = {"encoder_layer": _encoder_layer, "multi_head_attention": _attention_block}
 
 
@@ -131,7 +140,8 @@ FUSED = {"encoder_layer": _encoder_layer, "multi_head_attention": _attention_blo
 def test_fused_weights_that_do_not_fit_are_refused(refimpl_backend, batch, seq, heads,
                                                    head_dim):
     """Both fused ops of :data:`FUSED`, with ``qkv_weight`` or ``proj_weight`` one row or
-    column off ``[3E, E]`` / ``[E, E]``, per example; and the encoder layer on a 1-D input."""
+    column off ``[3E, E]`` / ``[E, E]``, per example; the encoder layer on a 1-D input; and
+    the attention of a query batch on a key and value batch of another size."""
     embed = heads * head_dim
     src, qkv, proj = (batch, seq, embed), (3 * embed, embed), (embed, embed)
     counted = {op: sum(counts(refimpl_backend, call(src, embed, heads, qkv, proj)).values())
@@ -149,3 +159,8 @@ def test_fused_weights_that_do_not_fit_are_refused(refimpl_backend, batch, seq, 
                           f"(op, weight): {accepted}")
     with pytest.raises(REFUSED):
         counts(refimpl_backend, _encoder_layer((embed,), embed, heads, qkv, proj))
+    for query, key in (((batch, seq, embed), (batch + 1, seq, embed)),
+                       ((batch + 1, seq, embed), (batch, seq, embed))):
+        assert refused(refimpl_backend, _cross_attention(query, key, embed, heads)), (
+            f"{refimpl_backend.name}: counted a multi-head attention of query {query} on "
+            f"key and value {key}: the batches differ")
