@@ -274,10 +274,11 @@ def test_exact_ties_decide_as_inductor(refimpl_backend, spec: TieSpec, device):
                     f"\nreproduce: {spec!r}")
 
 
-#: A grouped, a wide depthwise (default, never grouped), a default and a small conv:
+#: A grouped, a wide depthwise (default, never grouped), two default and a small conv:
 #: (in, out, kernel, groups). Whether a backend reads a conv's groups right shows in which
-#: of them converts.
-FORM_CONVS = [(160, 160, 3, 2), (96, 96, 3, 96), (72, 96, 3, 1), (16, 16, 3, 1)]
+#: of them converts (the second default conv: reach, as in training only default convs do).
+FORM_CONVS = [(160, 160, 3, 2), (96, 96, 3, 96), (72, 96, 3, 1), (16, 16, 3, 1),
+              (96, 128, 3, 1)]
 CONV2D_PARAMETERS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
 
 
@@ -309,16 +310,9 @@ class FormConv(nn.Module):
         return torch.relu(torch.nn.functional.conv2d(*args, **kwargs))
 
 
-@given(conv=st.sampled_from(FORM_CONVS), form=st.sampled_from(["module", "functional"]),
-       graph=st.sampled_from(["traced", "dynamo"]), positional=st.integers(1, 7),
-       omit_groups=st.booleans(), training=st.booleans(), device=devices())
-def test_conv_call_forms_decide_as_inductor(refimpl_backend, conv, form, graph, positional,
-                                            omit_groups, training, device):
-    """One conv of :data:`FORM_CONVS`, called as a module or as ``F.conv2d`` with any number
-    of its arguments positional (groups positional, by keyword, or left to its default), in
-    the graph ``symbolic_trace`` makes (``call_module``, or ``call_function`` with the
-    arguments as written) or dynamo's (``torch.conv2d`` with every argument positional): the
-    backend converts iff inductor's rule says, on the conv eager ran. Reach: a conversion."""
+def _form_decision(backend, conv, form: str, graph: str, positional: int,
+                   omit_groups: bool, training: bool, device: str):
+    """(converted, inductor's rule says, the conv as eager ran it) for one :class:`FormConv`."""
     torch.manual_seed(0)
     module = FormConv(conv, form, positional, omit_groups).to(device).train(training)
     x = torch.randn(1, conv[0], 4, 4, device=device)
@@ -328,12 +322,31 @@ def test_conv_call_forms_decide_as_inductor(refimpl_backend, conv, form, graph, 
     expected = inductor_converts(convs, len(fx.symbolic_trace(module).graph.nodes),
                                  inference=not training)
     if graph == "traced":
-        converted = layout_converts(refimpl_backend, module, x, training)
-    else:
-        compiled, seen = layout_compile(refimpl_backend, module, device)
-        with torch.set_grad_enabled(training):
-            compiled(x.clone().requires_grad_(training))
-        converted = any(bool(s) for s in seen)
-    assert_decision(refimpl_backend, converted, expected, "inductor's rule", training, convs,
-                    f"\n({form} form, {graph} graph, {positional} positional, omit_groups="
-                    f"{omit_groups})")
+        return layout_converts(backend, module, x, training), expected, convs
+    compiled, seen = layout_compile(backend, module, device)
+    with torch.set_grad_enabled(training):
+        compiled(x.clone().requires_grad_(training))
+    return any(bool(s) for s in seen), expected, convs
+
+
+@given(conv=st.sampled_from(FORM_CONVS), form=st.sampled_from(["module", "functional"]),
+       graph=st.sampled_from(["traced", "dynamo"]), positional=st.integers(1, 7),
+       omit_groups=st.booleans(), training=st.booleans(), device=devices())
+def test_conv_call_forms_decide_as_inductor(refimpl_backend, conv, form, graph, positional,
+                                            omit_groups, training, device):
+    """One conv of :data:`FORM_CONVS`, and the grouped one (whose groups decide it), each
+    called as a module or as ``F.conv2d`` with any number of its arguments positional
+    (groups positional, by keyword, or left to its default), in the graph
+    ``symbolic_trace`` makes (``call_module``, or ``call_function`` with the arguments as
+    written) or dynamo's (``torch.conv2d`` with every argument positional): the backend
+    converts iff inductor's rule says, on the conv eager ran. Reach: the drawn conv
+    converted."""
+    results = [_form_decision(refimpl_backend, c, form, graph, positional, omit_groups,
+                              training, device) for c in dict.fromkeys([conv, FORM_CONVS[0]])]
+    reach(results[0][0])
+    for converted, expected, convs in results:
+        assert converted == expected, (
+            f"{refimpl_backend.name} optimize_layout converted={converted}, inductor's rule "
+            f"says {expected} ({'training' if training else 'inference'}; convs "
+            f"{[(c.kind, c.weight, c.groups, c.flops) for c in convs]}; {form} form, {graph} "
+            f"graph, {positional} positional, omit_groups={omit_groups})")
