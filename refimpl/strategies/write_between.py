@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from refimpl.strategies.graph_ops import CONSTANTS, VOCABULARY, Value
-from refimpl.strategies.graphs import STYLES, GraphSpec, NodeSpec
+from refimpl.strategies.graphs import DEFAULT_STYLES, GraphSpec, NodeSpec
 
 __all__ = ["REPEATABLE_OPS", "WriteBetween", "write_between_repeats"]
 
@@ -124,5 +124,5 @@ def _write_between(draw, op: str, side: int) -> WriteBetween:
         _place(nodes, write, {"base": base, "first": first, "second": second}[written])
     other = first if written == "second" else second
     nodes.append(NodeSpec(draw(st.sampled_from(READ_OPS)), (other,)))
-    spec = GraphSpec(1, side, tuple(nodes), (len(nodes),), draw(st.sampled_from(STYLES)))
+    spec = GraphSpec(1, side, tuple(nodes), (len(nodes),), draw(st.sampled_from(DEFAULT_STYLES)))
     return WriteBetween(spec, op, written, between, through_view)
