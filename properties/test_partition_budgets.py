@@ -44,6 +44,26 @@ def expected_of(spec: ProgramSpec) -> Expected:
         reject()
 
 
+def split_regions(fn, budget: float, layout: str):
+    """``fn`` with one region budget over part of its forward: ``"inside"`` runs ``fn`` in
+    ``region_activation_memory_budget(budget)`` and a cosine of its result outside it,
+    ``"before"`` a cosine of the input outside and ``fn`` inside; ``"two"`` covers all of
+    it with two regions of different budgets (``fn`` at ``budget``, the cosine at half)."""
+    def split_fn(x, *weights):
+        if layout == "before":
+            x = x.cos()
+        with REGION_API(budget):
+            y = fn(x, *weights)
+        if layout == "inside":
+            return y.cos()
+        if layout == "two":
+            with REGION_API(budget / 2):
+                return y.cos()
+        return y
+
+    return split_fn
+
+
 def in_region(fn, budget: float):
     """``fn`` with its whole body inside ``region_activation_memory_budget(budget)``."""
     def region_fn(*args):
@@ -83,3 +103,29 @@ def test_saved_bytes_never_rise_as_the_budget_falls(refimpl_backend, spec, budge
     assert saved[low] <= saved[high], (
         f"program:\n{spec}\nbackend={refimpl_backend.name}: saved bytes rose as the budget "
         f"fell: budget {low} saves {saved[low]}, budget {high} saves {saved[high]}")
+
+
+@pytest.mark.skipif(REGION_API is None, reason=f"torch {torch.__version__} has no "
+                    "torch.autograd.graph.region_activation_memory_budget")
+@given(spec=programs(max_steps=4), budget=st.sampled_from(BUDGETS[1:-1]),
+       layout=st.sampled_from(["inside", "before", "two"]))
+def test_region_budget_over_part_of_a_graph_is_refused(refimpl_backend, spec, budget, layout):
+    """torch's partitioner applies one budget per joint graph: a region budget that leaves
+    some forward op of the graph outside it, or two regions of different budgets in one
+    graph, is refused with an error that names ``region_activation_memory_budget`` (torch
+    2.13: "must cover the entire forward of a graph"), never planned at one of the budgets
+    or the global one. Reach: every example holds such a graph."""
+    reach(True)
+    torch._dynamo.reset()  # programs share one code object: no cache, no recompile limit
+    compiled = component(refimpl_backend, "compile")(split_regions(spec.make(), budget, layout),
+                                                    memory_budget=1.0)
+    why = (f"program:\n{spec}\nregion budget={budget}, layout={layout!r}, "
+           f"backend={refimpl_backend.name}")
+    try:
+        compiled(*spec.inputs(0)).backward()
+    except Exception as exc:  # each target raises its own type; the message names the API
+        assert "region_activation_memory_budget" in str(exc), (
+            f"{why}\nexpected an error naming region_activation_memory_budget, observed "
+            f"{type(exc).__name__}: {exc}")
+        return
+    raise AssertionError(f"{why}\nexpected an error (one budget per graph), the call ran")
