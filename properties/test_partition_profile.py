@@ -42,13 +42,20 @@ BUDGETS = st.sampled_from([0.5, 0.75, 0.9])
 def matmul_chains(draw) -> ProgramSpec:
     """``x -> mm -> nonlinear -> mm -> nonlinear ...``: two to four matmuls of similar
     widths (2-8 columns), each read through a nonlinear op, the issue's three-matmul chain
-    among them; the last value is the output."""
+    among them; a quarter of them a ``conv1d`` instead (an op whose timed call takes ints,
+    lists and ``None`` besides tensors); the last value is the output."""
     n, width = draw(st.integers(1, 6)), draw(st.integers(2, 8))
     steps: list[Step] = []
+    widths = [width]
     for _ in range(draw(st.integers(2, 4))):
-        out = draw(st.integers(2, 8))
-        steps.append(Step("mm", "mm", (len(steps),), out))
+        if draw(st.integers(0, 3)) == 3:  # a conv1d: timed with its int and None arguments
+            out = widths[-1]
+            steps.append(Step("conv", "conv1d", (len(steps),), out))
+        else:
+            out = draw(st.integers(2, 8))
+            steps.append(Step("mm", "mm", (len(steps),), out))
         steps.append(Step("pointwise", draw(st.sampled_from(NONLINEAR)), (len(steps),), out))
+        widths += [out, out]
     return ProgramSpec(n, width, tuple(steps), outputs=(len(steps),))
 
 
