@@ -145,6 +145,7 @@ EXCLUDED_OPERATORS = [
 #: module's AST with annotations stripped is unchanged). The equivalences argued for the
 #: seed-0 runs had no such test; they are survivors until one is written.
 _CSE_EQ = "tests/test_mutation_equivalents_cse.py::"
+_LAYOUT_EQ = "tests/test_mutation_equivalents_layout.py::"
 EQUIVALENT: dict[str, tuple[str, str]] = {
     # shown after the first run of seed 731252159 (cse), each by its test:
     "refimpl/cse/aliasing.py:46 core/ReplaceComparisonOperator_IsNot_NotEq 0":
@@ -201,6 +202,104 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "refimpl/cse/keys.py:51 core/ReplaceOrWithAnd 0":
         (_CSE_EQ + "test_lists_and_tuples_key_alike_on_either_path",
          "lists and tuples then take _freeze_other's list/tuple rule: the same key"),
+    # shown by the layout helper after the first run of seed 731252159 (keys on the tree
+    # that follows it), each by its test:
+    "refimpl/layout/facts.py:107 core/ReplaceComparisonOperator_NotEq_IsNot 4":
+        (_LAYOUT_EQ + "test_op_kinds_are_the_module_constants",
+         "op_kind gives one of the three kind constants or None: is and == agree"),
+    "refimpl/layout/plan.py:83 core/ReplaceComparisonOperator_Eq_Is 6":
+        (_LAYOUT_EQ + "test_op_kinds_are_the_module_constants",
+         "op_kind gives one of the three kind constants or None: is and == agree"),
+    "refimpl/layout/ops.py:60 core/ReplaceComparisonOperator_Eq_Is 1":
+        (_LAYOUT_EQ + "test_op_kinds_are_the_module_constants",
+         "op_kind gives one of the three kind constants or None: is and == agree"),
+    "refimpl/layout/ops.py:72 core/ReplaceComparisonOperator_Eq_Is 4":
+        (_LAYOUT_EQ + "test_op_kinds_are_the_module_constants",
+         "op_kind gives one of the three kind constants or None: is and == agree"),
+    "refimpl/layout/plan.py:57 core/ReplaceComparisonOperator_Eq_Is 1":
+        (_LAYOUT_EQ + "test_op_kinds_are_the_module_constants",
+         "op_kind gives one of the three kind constants or None: is and == agree"),
+    "refimpl/layout/plan.py:63 core/ReplaceComparisonOperator_Eq_Is 2":
+        (_LAYOUT_EQ + "test_op_kinds_are_the_module_constants",
+         "op_kind gives one of the three kind constants or None: is and == agree"),
+    "refimpl/layout/plan.py:65 core/ReplaceComparisonOperator_Eq_Is 3":
+        (_LAYOUT_EQ + "test_op_kinds_are_the_module_constants",
+         "op_kind gives one of the three kind constants or None: is and == agree"),
+    "refimpl/layout/plan.py:67 core/ReplaceComparisonOperator_Eq_Is 4":
+        (_LAYOUT_EQ + "test_op_kinds_are_the_module_constants",
+         "op_kind gives one of the three kind constants or None: is and == agree"),
+    "refimpl/layout/plan.py:76 core/ReplaceComparisonOperator_Eq_Is 5":
+        (_LAYOUT_EQ + "test_node_ops_are_interned",
+         "torch.fx sets Node.op from interned string literals: is and == agree"),
+    "refimpl/layout/rewrite.py:59 core/ReplaceComparisonOperator_Eq_Is 1":
+        (_LAYOUT_EQ + "test_node_ops_are_interned",
+         "torch.fx sets Node.op from interned string literals: is and == agree"),
+    "refimpl/layout/facts.py:52 core/ReplaceComparisonOperator_NotEq_IsNot 0":
+        (_LAYOUT_EQ + "test_node_ops_are_interned",
+         "torch.fx sets Node.op from interned string literals: is and == agree"),
+    "refimpl/layout/facts.py:82 core/ReplaceComparisonOperator_NotEq_IsNot 2":
+        (_LAYOUT_EQ + "test_node_ops_are_interned",
+         "torch.fx sets Node.op from interned string literals: is and == agree"),
+    "refimpl/layout/facts.py:94 core/ReplaceComparisonOperator_NotEq_IsNot 3":
+        (_LAYOUT_EQ + "test_node_ops_are_interned",
+         "torch.fx sets Node.op from interned string literals: is and == agree"),
+    "refimpl/layout/ops.py:58 core/ReplaceComparisonOperator_Eq_Is 0":
+        (_LAYOUT_EQ + "test_node_ops_are_interned",
+         "torch.fx sets Node.op from interned string literals: is and == agree"),
+    "refimpl/layout/ops.py:65 core/ReplaceComparisonOperator_Eq_Is 2":
+        (_LAYOUT_EQ + "test_node_ops_are_interned",
+         "torch.fx sets Node.op from interned string literals: is and == agree"),
+    "refimpl/layout/ops.py:67 core/ReplaceComparisonOperator_Eq_Is 3":
+        (_LAYOUT_EQ + "test_node_ops_are_interned",
+         "torch.fx sets Node.op from interned string literals: is and == agree"),
+    "refimpl/layout/ops.py:86 core/ReplaceComparisonOperator_Eq_Is 5":
+        (_LAYOUT_EQ + "test_node_ops_are_interned",
+         "torch.fx sets Node.op from interned string literals: is and == agree"),
+    "refimpl/layout/rewrite.py:47 core/ReplaceComparisonOperator_IsNot_Gt 0":
+        (_LAYOUT_EQ + "test_a_restore_at_definition_precedes_every_other_user",
+         "nodes compare by graph position; the restore precedes every other user"),
+    "refimpl/layout/rewrite.py:47 core/ReplaceComparisonOperator_IsNot_NotEq 0":
+        (_LAYOUT_EQ + "test_a_restore_at_definition_precedes_every_other_user",
+         "fx.Node has no equality of its own: != is identity"),
+    "refimpl/layout/ops.py:88 core/NumberReplacer 3":
+        (_LAYOUT_EQ + "test_a_conv_module_takes_one_argument",
+         "Conv2d.forward takes one positional argument"),
+    "refimpl/layout/ops.py:89 core/NumberReplacer 4":
+        (_LAYOUT_EQ + "test_conv_argument_padding",
+         "positions 0, 1 and 6 are the same for every argument count 0-7"),
+    "refimpl/layout/facts.py:120 core/NumberReplacer 23":
+        (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
+         "a dynamic site says no before any class is read"),
+    "refimpl/layout/facts.py:120 core/NumberReplacer 24":
+        (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
+         "a dynamic site says no before any class is read"),
+    "refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_LtE 2":
+        (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
+         "identity is read only in all-in-place classes, where the view equals its root exactly"),
+    "refimpl/layout/facts.py:99 core/ReplaceComparisonOperator_Eq_LtE 1":
+        (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
+         "identity is read only in all-in-place classes, where the view equals its root exactly"),
+    "refimpl/layout/facts.py:99 core/ReplaceComparisonOperator_Eq_GtE 1":
+        (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
+         "identity is read only in all-in-place classes, where the view equals its root exactly"),
+    "refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_GtE 2":
+        (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
+         "identity is read only in all-in-place classes, where the view equals its root exactly"),
+    "refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_LtE 3":
+        (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
+         "identity is read only in all-in-place classes, where the view equals its root exactly"),
+    "refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_GtE 3":
+        (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
+         "identity is read only in all-in-place classes, where the view equals its root exactly"),
+    "refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_Is 2":
+        (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
+         "identity is read only in all-in-place classes, where the view equals its root exactly"),
+    "refimpl/layout/facts.py:70 core/ReplaceComparisonOperator_NotEq_IsNot 1":
+        (_LAYOUT_EQ + "test_layouts_and_conv_classes_are_singletons",
+         "layouts and conv classes are singletons: is and == agree"),
+    "refimpl/layout/decision.py:113 core/ReplaceComparisonOperator_Eq_Is 2":
+        (_LAYOUT_EQ + "test_layouts_and_conv_classes_are_singletons",
+         "layouts and conv classes are singletons: is and == agree"),
 }
 
 #: What the fork server imports before forking (never refimpl: the children import the mutant).
@@ -561,11 +660,40 @@ def score(component: str, found: list[Mutant], seconds: float,
                  sum(m.timed_out for m in found))
 
 
+def mutant_keys(path: Path, root: Path = ROOT) -> set[str]:
+    """Every mutant key (``path:line operator occurrence``, as :class:`Mutant` writes it) that
+    ``cosmic-ray init`` makes of the module ``path`` (relative to ``root``): the keys a run
+    of today's tree can report. Occurrences count every position of an operator in the
+    module, as cosmic-ray numbers them before its operator filter drops any."""
+    init_module = importlib.import_module("cosmic_ray.commands.init")
+    with contextlib.chdir(root):
+        items = list(init_module._all_work_items([path], {}))
+    return {f"{Path(m.module_path).as_posix()}:{m.start_pos[0]} {m.operator_name} {m.occurrence}"
+            for item in items for m in item.mutations}
+
+
+def stale_equivalents(table: dict[str, tuple[str, str]], root: Path = ROOT) -> list[str]:
+    """The entries of an equivalence table whose key names no mutant of today's tree: the
+    code moved (a line or an occurrence number changed) and the entry must be re-checked."""
+    keys_of: dict[str, set[str]] = {}
+    stale = []
+    for key in table:
+        path = key.split(":")[0]
+        if path not in keys_of:
+            exists = (root / path).is_file()
+            keys_of[path] = mutant_keys(Path(path), root) if exists else set()
+        if key not in keys_of[path]:
+            stale.append(f"{key}: no such mutant in today's {path} (the code moved?)")
+    return stale
+
+
 def check_equivalents(table: dict[str, tuple[str, str]]) -> None:
-    """Refuse to run when an :data:`EQUIVALENT` entry names no test that exists."""
-    refused = equivalents_without_a_test(table, ROOT)
+    """Refuse to run when an :data:`EQUIVALENT` entry names no test that exists, or names a
+    mutant today's tree does not have."""
+    refused = equivalents_without_a_test(table, ROOT) + stale_equivalents(table)
     if refused:
-        raise SystemExit("EQUIVALENT: an equivalent needs a test that demonstrates it:\n  "
+        raise SystemExit("EQUIVALENT: an equivalent needs a test that demonstrates it, on a "
+                         "mutant of today's tree:\n  "
                          + "\n  ".join(refused))
 
 

@@ -212,6 +212,22 @@ def test_every_equivalent_of_the_script_names_an_existing_test():
     assert protocol.equivalents_without_a_test(score_mod.EQUIVALENT, ROOT) == []
 
 
+def test_every_equivalent_of_the_script_names_a_mutant_of_todays_tree():
+    """A key whose line or occurrence moved with the code would silently match nothing."""
+    pytest.importorskip("cosmic_ray", reason="cosmic-ray is not installed (the mutation extra)")
+    assert score_mod.stale_equivalents(score_mod.EQUIVALENT) == []
+
+
+def test_a_key_that_moved_is_stale(tmp_path):
+    pytest.importorskip("cosmic_ray", reason="cosmic-ray is not installed (the mutation extra)")
+    (tmp_path / "m.py").write_text("def f(a, b):\n    return a < b\n")
+    here = "m.py:2 core/ReplaceComparisonOperator_Lt_Gt 0"
+    moved = "m.py:1 core/ReplaceComparisonOperator_Lt_Gt 0"
+    assert here in score_mod.mutant_keys(Path("m.py"), tmp_path)
+    stale = score_mod.stale_equivalents({here: ("t", "why"), moved: ("t", "why")}, tmp_path)
+    assert [entry.split(":")[1].split()[0] for entry in stale] == ["1"]
+
+
 # --- the first-run flag -----------------------------------------------------------------
 
 def git(root: Path, *args: str) -> str:
