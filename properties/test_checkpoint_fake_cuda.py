@@ -8,8 +8,9 @@ recomputation, put the stashed ones back on the device each came from) runs only
 CUDA is initialised, so without a GPU nothing exercised it. Here it is exercised with:
 
 * **fake**: ``torch.cuda``'s ``is_available``, ``is_initialized``, ``_initialized``,
-  ``device_count``, ``current_device``, ``device``, ``get_rng_state`` and ``set_rng_state``
-  patched onto one CPU generator per fake device (two: ``cuda:0`` current, ``cuda:1``), and
+  ``device_count``, ``current_device``, ``device``, ``get_rng_state``, ``set_rng_state`` and
+  ``is_bf16_supported`` patched onto one CPU generator per fake device (two: ``cuda:0``
+  current, ``cuda:1``), and
   an input whose class reports ``device`` ``cuda:1``. The module draws a mask from
   ``cuda:1``'s generator (its input's device) and noise from ``cuda:0``'s (the current
   device), then runs the drawn stack.
@@ -20,13 +21,29 @@ Expectation: the unwrapped module under the same seeds (every CUDA generator and
 each CUDA generator drawn from once more between forward and backward: gradients of the
 parameters and the input bit for bit, and every generator's state after the step.
 
+Two more properties, on the fake only:
+
+* The forward under ``torch.autocast("cuda", dtype)`` (float16 or bfloat16; the module rounds
+  as a CUDA op would when it sees CUDA autocast on): gradients and generators as above, so
+  the recomputation replayed CUDA autocast.
+* CUDA not yet initialised, and the module's first draw initialises it: torch's rule is a
+  RuntimeError from the forward with ``preserve_rng_state=True`` (the state could not be
+  stashed), no saved-tensor hooks left, and a correct next step; no error with
+  ``preserve_rng_state=False`` (drawn where the backend takes options).
+
+On the torch targets all three fail through one finding (docs/findings.md, "Checkpoint":
+random numbers drawn on the current CUDA device are not replayed when the input lives on
+another), the module drawing on both devices.
+
 Reach (each example): the checkpointed module saves a tensor in its forward (so the backward
-recomputes it, drawing again), counted in the unwrapped run.
+recomputes it, drawing again), counted in the unwrapped run; for the initialisation
+property, the forward initialised CUDA.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from unittest import mock
@@ -34,6 +51,7 @@ from unittest import mock
 import pytest
 import torch
 from hypothesis import given
+from hypothesis import strategies as st
 from torch import nn
 
 from refimpl.expect.checkpoint import loss, wrapped
@@ -60,11 +78,20 @@ class OnFakeCuda1(torch.Tensor):
 
 class FakeCuda:
     """One CPU generator per fake CUDA device, behind patched ``torch.cuda`` functions; the
-    current device is 0 unless a ``torch.cuda.device(i)`` block says otherwise."""
+    current device is 0 unless a ``torch.cuda.device(i)`` block says otherwise. Built with
+    ``initialized=False``, CUDA is initialised lazily, as a real one: by the first draw."""
 
-    def __init__(self) -> None:
+    def __init__(self, initialized: bool = True) -> None:
         self.generators = [torch.Generator() for _ in range(FAKE_DEVICES)]
         self.current = 0
+        self.initialized = initialized
+
+    def rand(self, shape: tuple[int, ...], device: int) -> torch.Tensor:
+        """Uniform numbers from ``device``'s generator, initialising CUDA first if it is not."""
+        if not self.initialized:
+            self.initialized = True
+            torch.cuda._initialized = True  # what torch's checkpoint reads; restored on exit
+        return torch.rand(shape, generator=self.generators[device])
 
     def index(self, device: int | str | torch.device | None) -> int:
         device = torch.device("cuda", device) if isinstance(device, int) else device
@@ -88,10 +115,11 @@ class FakeCuda:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        patches = {"is_available": lambda: True, "is_initialized": lambda: True,
-                   "_initialized": True, "device_count": lambda: FAKE_DEVICES,
+        patches = {"is_available": lambda: True, "is_initialized": lambda: self.initialized,
+                   "_initialized": self.initialized, "device_count": lambda: FAKE_DEVICES,
                    "current_device": lambda: self.current, "device": self.device,
-                   "get_rng_state": self.get_rng_state, "set_rng_state": self.set_rng_state}
+                   "get_rng_state": self.get_rng_state, "set_rng_state": self.set_rng_state,
+                   "is_bf16_supported": lambda including_emulation=True: True}
         with contextlib.ExitStack() as stack:
             for name, fake in patches.items():
                 stack.enter_context(mock.patch.object(torch.cuda, name, fake))
@@ -110,15 +138,15 @@ class Devices:
     count: int                                            # how many CUDA devices
 
 
-def fake_devices() -> Devices:
-    fake = FakeCuda()
+def fake_devices(fake: FakeCuda | None = None) -> Devices:
+    fake = fake or FakeCuda()
 
     def seed() -> None:
         torch.manual_seed(7)
         for i, g in enumerate(fake.generators):
             g.manual_seed(11 + i)
 
-    return Devices(rand=lambda shape, i: torch.rand(shape, generator=fake.generators[i]),
+    return Devices(rand=fake.rand,
                    input_on=lambda x: x.as_subclass(OnFakeCuda1),
                    seed=seed, states=lambda: [*(g.get_state() for g in fake.generators),
                                               torch.get_rng_state()],
@@ -144,7 +172,8 @@ def real_devices() -> Devices:
 
 class DrawsOnDevices(nn.Module):
     """x -> inner(cpu(x) * mask(x's device) + noise(current device)): draws from two CUDA
-    generators, then runs the drawn stack on the CPU."""
+    generators, then runs the drawn stack on the CPU; under CUDA autocast the sum is rounded
+    to the autocast dtype first (what a CUDA op there would compute in)."""
 
     def __init__(self, inner: nn.Module, rand: Callable[[tuple[int, ...], int], torch.Tensor]):
         super().__init__()
@@ -155,7 +184,10 @@ class DrawsOnDevices(nn.Module):
         mask = (self.rand(shape, x.device.index) > 0.3).float()
         h = x.cpu() * mask if x.device.type == "cuda" and not isinstance(x, OnFakeCuda1) \
             else x * mask
-        return self.inner(h + self.rand(shape, torch.cuda.current_device()))
+        h = h + self.rand(shape, torch.cuda.current_device())
+        if torch.is_autocast_enabled("cuda"):  # rounds as a CUDA op under autocast would
+            h = h.to(torch.get_autocast_dtype("cuda")).to(x.dtype)
+        return self.inner(h)
 
 
 @dataclass
@@ -165,14 +197,19 @@ class DeviceStep:
     states: list[torch.Tensor]
 
 
-def device_step(model: nn.Module, x: torch.Tensor, devices: Devices) -> DeviceStep:
-    """Seed every generator, run forward, draw once more on every device (as later layers
-    would: so a generator left as the recomputation ends differs from the caller's), run
-    backward; gradients and generator states."""
+def device_step(model: nn.Module, x: torch.Tensor, devices: Devices,
+                autocast: torch.dtype | None = None) -> DeviceStep:
+    """Seed every generator, run forward (under CUDA autocast of ``autocast``, if given),
+    draw once more on every device (as later layers would: so a generator left as the
+    recomputation ends differs from the caller's), run backward; gradients and generator
+    states."""
     with devices.context():
         leaf = devices.input_on(x.detach().clone()).requires_grad_()
         devices.seed()
-        out = loss(model, leaf)
+        ambient = torch.autocast("cuda", dtype=autocast) if autocast \
+            else contextlib.nullcontext()
+        with ambient:
+            out = loss(model, leaf)
         for i in range(devices.count):
             devices.rand((1,), i)
         out.backward()
@@ -190,16 +227,17 @@ def saves_inside(model: DrawsOnDevices, x: torch.Tensor, devices: Devices) -> bo
     return bool(saved)
 
 
-def _check(backend, stack: ModuleStack, devices: Devices) -> None:
+def _check(backend, stack: ModuleStack, devices: Devices,
+           autocast: torch.dtype | None = None) -> None:
     apply = component(backend, "checkpoint")
     x = stack.example_input()
     plain = DrawsOnDevices(stack.build(), devices.rand)
     reach(saves_inside(plain, x, devices))
-    want = device_step(plain, x, devices)
+    want = device_step(plain, x, devices, autocast)
     target = DrawsOnDevices(wrapped(stack, apply).model, devices.rand)
-    got = device_step(apply(target) or target, x, devices)
+    got = device_step(apply(target) or target, x, devices, autocast)
     what = f"{backend.name} checkpoint of a module drawing on two CUDA devices, " \
-        f"inner {stack.checkpointed}"
+        f"inner {stack.checkpointed}{f', under CUDA autocast ({autocast})' if autocast else ''}"
     for i, (a, b) in enumerate(zip(want.grads, got.grads)):
         assert (a is None) == (b is None) and (a is None or torch.equal(a, b)), \
             f"{what}: gradient of parameter {i} differs: expected {a}, got {b}"
@@ -223,3 +261,63 @@ def test_cuda_generator_restored_fake_device(refimpl_backend, stack: ModuleStack
 def test_cuda_generator_restored_real_device(refimpl_backend, stack: ModuleStack) -> None:
     """The same on the GPUs present: the input on the last one, noise from the current one."""
     _check(refimpl_backend, stack, real_devices())
+
+
+@given(stack=module_stacks(), dtype=st.sampled_from([torch.float16, torch.bfloat16]))
+def test_cuda_autocast_replayed_fake_device(refimpl_backend, stack: ModuleStack,
+                                            dtype: torch.dtype) -> None:
+    """Faked CUDA, the forward under ``torch.autocast("cuda", dtype)``: the recomputation
+    (in the backward, outside autocast) must see CUDA autocast as the forward did, so the
+    gradients and every generator after the step equal the unwrapped module's."""
+    _check(refimpl_backend, stack, fake_devices(), dtype)
+
+
+def _hooks_left() -> bool:
+    return torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
+
+
+@given(stack=module_stacks(), preserve=st.booleans())
+def test_cuda_initialised_in_forward_fake_device(refimpl_backend, stack: ModuleStack,
+                                                 preserve: bool) -> None:
+    """Faked CUDA not yet initialised; the checkpointed module's first draw initialises it.
+    torch's rule: with ``preserve_rng_state=True`` (the default) the forward raises a
+    RuntimeError (the CUDA RNG state could not be stashed before it), leaving no saved-tensor
+    hooks behind, and the next step (CUDA now initialised) equals the unwrapped module's;
+    with ``preserve_rng_state=False`` (where the backend takes options) the step runs."""
+    apply = component(refimpl_backend, "checkpoint")
+    if not _takes_options(refimpl_backend):
+        preserve = True
+    fake = FakeCuda(initialized=False)
+    devices = fake_devices(fake)
+    x = stack.example_input()
+    target = DrawsOnDevices(wrapped(stack, apply).model, devices.rand)
+    target = (apply(target, preserve_rng_state=preserve) if _takes_options(refimpl_backend)
+              else apply(target)) or target
+    what = f"{refimpl_backend.name} checkpoint (preserve_rng_state={preserve}) of a module " \
+        f"whose first CUDA draw initialises CUDA, inner {stack.checkpointed}"
+    with devices.context():
+        leaf = devices.input_on(x.detach().clone()).requires_grad_()
+        try:
+            error = None
+            loss(target, leaf).backward()
+        except RuntimeError as raised:
+            error = raised
+    reach(fake.initialized)
+    assert not _hooks_left(), f"{what}: saved-tensor hooks left on the stack"
+    if not preserve:
+        assert error is None, f"{what}: raised {error!r}; nothing needs the CUDA RNG state"
+        return
+    assert error is not None, \
+        f"{what}: no error, yet the CUDA RNG state the recomputation needs was never saved"
+    plain = DrawsOnDevices(stack.build(), devices.rand)
+    want, got = device_step(plain, x, devices), device_step(target, x, devices)
+    for i, (a, b) in enumerate(zip(want.grads, got.grads)):
+        assert (a is None) == (b is None) and (a is None or torch.equal(a, b)), \
+            f"{what}: the step after the error: gradient of parameter {i} differs"
+    assert torch.equal(want.input_grad, got.input_grad), \
+        f"{what}: the step after the error: input gradient differs"
+
+
+def _takes_options(backend) -> bool:
+    kinds = {p.kind for p in inspect.signature(backend.checkpoint).parameters.values()}
+    return inspect.Parameter.VAR_KEYWORD in kinds
