@@ -6,7 +6,11 @@ object) are the same call: ``gelu(x, approximate=s1)`` and ``gelu(x, approximate
 ``full([3, 3], 2.0, device=d1)`` and ``device=d2``. The backend's result is sound (the judge,
 ``refimpl.expect.cse_soundness.unsound_reasons``) and removes the repeat.
 
-Reach: the graph holds two equal calls, in every example.
+Complex constants are keyed by both parts: ``x * (2+1j)`` and ``x * (2+3j)`` stay two
+values (the judge compares them bit for bit).
+
+Reach: the graph holds two equal calls, in every example (two calls that differ only in a
+complex constant, for the complex property).
 """
 
 from __future__ import annotations
@@ -26,3 +30,12 @@ def test_equal_arguments_that_are_distinct_objects_are_one_call(refimpl_backend,
     reach(naive_duplicates(gm.graph) > 0)
     assert_sound(refimpl_backend, case, gm, new_graph)
     assert_merged(refimpl_backend, case, gm, new_graph)
+
+
+@given(cse_cases(("complex_constants",)))
+def test_complex_constants_that_differ_in_their_imaginary_part_are_two_calls(
+        refimpl_backend, case):
+    """``x * (2+1j) - x * (2+3j)`` is what eager computes (not 0: two products, not one)."""
+    gm, new_graph = run_case(refimpl_backend, case)
+    reach(True)
+    assert_sound(refimpl_backend, case, gm, new_graph)

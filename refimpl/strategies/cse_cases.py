@@ -37,6 +37,8 @@ The shapes (each a class of bugs, not one bug):
   (``a.addmm_(b, b)``: never);
 * ``distinct_equal_leaves``: the same call twice with equal arguments that are distinct
   objects (a string built at run time, a fresh ``torch.device``): expected merged;
+* ``complex_constants``: ``x * c1`` and ``x * c2`` with complex constants that differ only
+  in their imaginary part (``2+1j``, ``2+3j``): two values, never merged;
 * ``dead_repeat``: a graph with no inputs: ``a = full(...)``, a write to ``a`` (``tril_``,
   ``cumsum_``: not elementwise; ``mul_``), the same ``full`` again that nothing reads: the
   repeat is expected removed (no reader of it sees the write).
@@ -357,6 +359,16 @@ def _dead_repeat(emit, xs, writer):
     return [emit.op(aten.neg.default, "neg", written)]
 
 
+#: pairs of complex constants equal in their real part, different in their imaginary part
+COMPLEX_PAIRS = ((2 + 1j, 2 + 3j), (1j, 2j), (-1 + 0.5j, -1 - 0.5j))
+
+
+def _complex_constants(emit, xs, pair):
+    """``x * c1 - x * c2`` (complex), the products not returned (so either may be merged)."""
+    first, second = (emit.op(aten.mul.Tensor, "mul", xs[0], c) for c in pair)
+    return [emit.op(aten.sub.Tensor, "sub", first, second)]
+
+
 @dataclass(frozen=True)
 class Shape:
     """A shape: its builder, how many inputs, the dialects it is drawn in, its choices (one
@@ -395,6 +407,7 @@ SHAPES: dict[str, Shape] = {
         merges=lambda clone, pure, writer: 0 if writer == "addmm_" else 1),
     "distinct_equal_leaves": Shape(_distinct_equal_leaves, 1, ("aten", "torch"), (
         ("string", "device"),), merges=lambda leaf: 1),
+    "complex_constants": Shape(_complex_constants, 1, ("aten", "torch"), (COMPLEX_PAIRS,)),
     "dead_repeat": Shape(_dead_repeat, 0, ("aten", "torch"), (tuple(WHOLE_WRITERS),),
                          merges=lambda writer: 1),
 }
