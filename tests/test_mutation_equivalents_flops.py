@@ -81,3 +81,28 @@ def test_the_conv_rank_check_differs_only_where_torch_refuses_first():
             else:
                 raise AssertionError(f"{device}: torch ran a convolution of rank-2 shapes")
         assert counter.get_total_flops() == 0
+
+
+def _bounds(deltas: list[dict], default: int) -> dict:
+    """counter.py:161's per-(module, op) bound with ``ops.get(op, default)``."""
+    return {name: {op: max(ops.get(op, default) for ops in [d.get(name, {}) for d in deltas])
+                   for op in set().union(*(d.get(name, {}) for d in deltas))}
+            for name in set().union(*deltas)}
+
+
+def test_the_branch_bound_default_below_zero_changes_nothing():
+    """counter.py:161 (``ops.get(op, 0)``) NumberReplacer to ``-1``: an op is bounded only
+    where some branch ran it, with a count >= 0, so a default below 0 never wins the max.
+    Exhaustive over two branches, one module, two ops, each absent or 0-2 FLOPs; the
+    counter's own bound equals both."""
+    choices = (None, 0, 1, 2)
+    for values in itertools.product(choices, repeat=4):
+        deltas = [{"M": {op: n for op, n in zip("ab", values[i:i + 2], strict=True)
+                         if n is not None}} for i in (0, 2)]
+        counter = FlopCounterMode(display=False)
+        counter._add_upper_bound(deltas)
+        counted = {name: dict(ops) for name, ops in counter.flop_counts.items() if ops}
+        original, mutant = (
+            {name: ops for name, ops in _bounds(deltas, default).items() if ops}
+            for default in (0, -1))
+        assert counted == original == mutant, deltas
