@@ -146,6 +146,7 @@ EXCLUDED_OPERATORS = [
 #: seed-0 runs had no such test; they are survivors until one is written.
 _CSE_EQ = "tests/test_mutation_equivalents_cse.py::"
 _LAYOUT_EQ = "tests/test_mutation_equivalents_layout.py::"
+_FLOPS_EQ = "tests/test_mutation_equivalents_flops.py::"
 EQUIVALENT: dict[str, tuple[str, str]] = {
     # shown after the first run of seed 731252159 (cse), each by its test:
     "refimpl/cse/aliasing.py:46 core/ReplaceComparisonOperator_IsNot_NotEq 0":
@@ -300,6 +301,25 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "refimpl/layout/decision.py:113 core/ReplaceComparisonOperator_Eq_Is 2":
         (_LAYOUT_EQ + "test_layouts_and_conv_classes_are_singletons",
          "layouts and conv classes are singletons: is and == agree"),
+    # shown by the flops helper after the first run of seed 731252159, each by its test:
+    "refimpl/flops/counter.py:136 core/NumberReplacer 6":
+        (_FLOPS_EQ + "test_an_unbounded_table_depth_is_any_depth_past_the_deepest_name",
+         "depth None is 10**9; each +-1 variant (>= 10**8) is past any module nesting"),
+    "refimpl/flops/counter.py:136 core/NumberReplacer 7":
+        (_FLOPS_EQ + "test_an_unbounded_table_depth_is_any_depth_past_the_deepest_name",
+         "depth None is 10**9; each +-1 variant (>= 10**8) is past any module nesting"),
+    "refimpl/flops/counter.py:136 core/NumberReplacer 8":
+        (_FLOPS_EQ + "test_an_unbounded_table_depth_is_any_depth_past_the_deepest_name",
+         "depth None is 10**9; each +-1 variant (>= 10**8) is past any module nesting"),
+    "refimpl/flops/counter.py:136 core/NumberReplacer 9":
+        (_FLOPS_EQ + "test_an_unbounded_table_depth_is_any_depth_past_the_deepest_name",
+         "depth None is 10**9; each +-1 variant (>= 10**8) is past any module nesting"),
+    "refimpl/flops/counter.py:181 core/NumberReplacer 11":
+        (_FLOPS_EQ + "test_the_branch_bound_default_below_zero_changes_nothing",
+         "FLOP counts are >= 0, so a default of -1 never wins the max over branches"),
+    "refimpl/flops/formulas/conv.py:36 core/NumberReplacer 1":
+        (_FLOPS_EQ + "test_the_conv_rank_check_differs_only_where_torch_refuses_first",
+         "< 3 and < 2 differ only for rank-2 input and weight, which torch refuses first"),
 }
 
 #: What the fork server imports before forking (never refimpl: the children import the mutant).
