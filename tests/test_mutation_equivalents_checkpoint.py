@@ -75,11 +75,17 @@ def test_count_check_sees_at_most_the_forwards_count(monkeypatch) -> None:
 
 
 def _recording(cls, calls: list[str]):
-    """A subclass of the frozen dataclass ``cls`` that records every use frozen changes."""
+    """A subclass of the dataclass ``cls`` that records every use ``frozen`` changes: an
+    assignment after ``__init__``, a deletion, a hash."""
 
     class Recording(cls):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            object.__setattr__(self, "_built", True)  # assignments before this are __init__'s
+
         def __setattr__(self, name, value):
-            calls.append(f"set {name}")
+            if getattr(self, "_built", False):
+                calls.append(f"set {name}")
             super().__setattr__(name, value)
 
         def __delattr__(self, name):
