@@ -147,6 +147,7 @@ EXCLUDED_OPERATORS = [
 _CSE_EQ = "tests/test_mutation_equivalents_cse.py::"
 _LAYOUT_EQ = "tests/test_mutation_equivalents_layout.py::"
 _FLOPS_EQ = "tests/test_mutation_equivalents_flops.py::"
+_CHECKPOINT_EQ = "tests/test_mutation_equivalents_checkpoint.py::"
 EQUIVALENT: dict[str, tuple[str, str]] = {
     # shown after the first run of seed 731252159 (cse), each by its test:
     "refimpl/cse/aliasing.py:46 core/ReplaceComparisonOperator_IsNot_NotEq 0":
@@ -320,6 +321,16 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "refimpl/flops/formulas/conv.py:36 core/NumberReplacer 1":
         (_FLOPS_EQ + "test_the_conv_rank_check_differs_only_where_torch_refuses_first",
          "< 3 and < 2 differ only for rank-2 input and weight, which torch refuses first"),
+    # shown by the checkpoint helper after the first run of seed 731252159, each by its test:
+    "refimpl/checkpointing/frame.py:177 core/ReplaceComparisonOperator_NotEq_Lt 1":
+        (_CHECKPOINT_EQ + "test_count_check_sees_at_most_the_forwards_count",
+         "a longer recomputation raises first: _check sees only recomputed <= forward"),
+    "refimpl/checkpointing/replay.py:29 core/ReplaceTrueWithFalse 0":
+        (_CHECKPOINT_EQ + "test_replay_state_is_never_changed_nor_hashed",
+         "Autocast is never assigned to, deleted from nor hashed: frozen changes nothing"),
+    "refimpl/checkpointing/replay.py:39 core/ReplaceTrueWithFalse 1":
+        (_CHECKPOINT_EQ + "test_replay_state_is_never_changed_nor_hashed",
+         "GlobalState is never assigned to, deleted from nor hashed: frozen changes nothing"),
 }
 
 #: What the fork server imports before forking (never refimpl: the children import the mutant).
