@@ -114,7 +114,7 @@ def test_finding_composable_debug_always_raises() -> None:
         m(torch.randn(1, 2, requires_grad=True)).sum().backward()
 
 
-@pytest.mark.torch_releases("2.13")
+@pytest.mark.torch_releases("2.10", "2.13", "2.14")
 @pytest.mark.parametrize("second", ["backward", "read"])
 def test_finding_composable_recomputes_a_call_once(second: str) -> None:
     """Finding: torch's composable checkpoint builds its recomputation context (``_no_hook``, a
