@@ -59,7 +59,9 @@ def fake_component(component, work_root, size, seed, timeout, jobs):
 
 def test_a_run_prints_its_seed_first_and_records_it(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(score_mod, "run_component", fake_component)
-    monkeypatch.setattr(protocol.os, "urandom", lambda n: bytes([42, 0, 0, 0][:n]))
+    real_urandom = protocol.os.urandom  # cosmic-ray's uuids (the EQUIVALENT check) need it
+    monkeypatch.setattr(protocol.os, "urandom",
+                        lambda n: bytes([42, 0, 0, 0]) if n == 4 else real_urandom(n))
     record = tmp_path / "run.json"
     assert score_mod.main(["--component", "cse", "--work", str(tmp_path),
                            "--json", str(record)]) == 0
@@ -294,3 +296,20 @@ def test_the_default_samples_fit_the_nightly_job():
                   for c, n in score_mod.DEFAULT_SAMPLE.items()) / 60
     limit = yaml.safe_load(WORKFLOW.read_text())["jobs"]["mutation"]["timeout-minutes"]
     assert minutes < limit / 2, (minutes, limit)  # half the limit: room for a slow runner
+
+
+@pytest.mark.parametrize(("code", "summary", "demonstrated"), [
+    (0, "3 passed in 0.5s", True),
+    (0, "2 passed, 1 skipped in 0.5s", False),
+    (0, "1 skipped in 0.1s", False),
+    (0, "1 passed, 1 xfailed in 0.3s", False),
+    (1, "1 failed, 1 passed in 0.3s", False),
+])
+def test_an_equivalence_is_demonstrated_only_by_a_test_that_ran_and_passed(
+        monkeypatch, tmp_path, code, summary, demonstrated):
+    """A skipped equivalence test shows nothing: on the release that skips it, the mutant may
+    differ from the original."""
+    ran = subprocess.CompletedProcess([], code, stdout=f"..\n{summary}\n".encode(), stderr=b"")
+    monkeypatch.setattr(score_mod, "unit_test_run", lambda work, test: ran)
+    verdict = score_mod.unit_test_verdict(tmp_path, "tests/test_x.py::test_y")
+    assert (verdict == score_mod.DEMONSTRATED) is demonstrated
