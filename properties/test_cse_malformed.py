@@ -127,10 +127,10 @@ def test_a_graph_not_ending_with_its_output_is_refused(refimpl_backend, bad):
         component(refimpl_backend, "fx_graph_cse")(bad.graph())
     except TargetError as exc:
         message = str(exc.__cause__)
+        # a wrong error (or a wrong return) is the target's failure: the message says so
         assert "output" in message and "\n" not in message.strip(), (
-            f"{refimpl_backend.name} fx_graph_cse refused a graph whose last node is not its "
-            f"output ({bad.offence()}) with a message that does not say so in one line: "
-            f"{message!r}\n{_reproducer(bad)}")
+            f"{exc}, for a graph whose last node is not its output ({bad.offence()}); "
+            f"expected a one-line error that says so, got {message!r}\n{_reproducer(bad)}")
     else:
         raise AssertionError(
             f"{refimpl_backend.name} fx_graph_cse returned a graph for a graph whose last node "

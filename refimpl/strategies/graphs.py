@@ -501,7 +501,8 @@ class Pattern:
     """A few nodes drawn together, for a feature that independent draws rarely make: when
     the graph's enabled kinds allow it (``applies``), ``add`` appends them. ``op_graphs``
     plans each pattern its options name and allow (whatever the swarm switched off) in about
-    three graphs in four (every graph, if ``always``), after a drawn step
+    three graphs in four (every graph, if ``always`` or if it is the only pattern the options
+    name: then it is their property's case), after a drawn step
     (:func:`_pattern_step`), in the graphs of its ``styles``."""
 
     name: str
@@ -563,9 +564,12 @@ def op_graphs(draw, options: GraphOptions | None = None, **overrides) -> GraphSp
     drawn = _Drawn(num_inputs, [Value((options.side, options.side), storage=i)
                                 for i in range(num_inputs)])
     steps = draw(st.integers(min(2, options.max_nodes), options.max_nodes))
+    def only(pattern: Pattern) -> bool:  # the options' one pattern: their property's case
+        return options.patterns == (pattern.name,)
+
     planned = [(at, p) for p in PATTERNS if p.applies(allowed, options)
                and p.name in options.patterns
-               for at in [draw(_pattern_step(steps, options, p.always))]
+               for at in [draw(_pattern_step(steps, options, p.always or only(p)))]
                if at is not None and style in p.styles]
     for step in range(steps):
         if options.duplicates and drawn.nodes and draw(st.booleans()):
