@@ -707,7 +707,11 @@ def mutant_keys(path: Path, root: Path = ROOT) -> set[str]:
     ``cosmic-ray init`` makes of the module ``path`` (relative to ``root``): the keys a run
     of today's tree can report. Occurrences count every position of an operator in the
     module, as cosmic-ray numbers them before its operator filter drops any."""
-    init_module = importlib.import_module("cosmic_ray.commands.init")
+    try:
+        init_module = importlib.import_module("cosmic_ray.commands.init")
+    except ModuleNotFoundError as missing:
+        raise SystemExit("the mutation score needs cosmic-ray: pip install -e '.[mutation]'"
+                         ) from missing
     with contextlib.chdir(root):
         items = list(init_module._all_work_items([path], {}))
     return {f"{Path(m.module_path).as_posix()}:{m.start_pos[0]} {m.operator_name} {m.occurrence}"

@@ -32,7 +32,9 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-pytestmark = pytest.mark.slow
+#: under pytest-xdist every test here runs on one worker: the other worker goes on with other
+#: tests instead of waiting on the walkthrough's lock for its minutes
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("first-hour")]
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "getting-started.md"
 SECTION = "## Check a backend of your own"

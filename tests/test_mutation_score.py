@@ -57,9 +57,21 @@ def fake_component(component, work_root, size, seed, timeout, jobs):
     return score_mod.component_record(figures, found, {}, 10.0, timeout, "1 passed")
 
 
-def test_a_run_prints_its_seed_first_and_records_it(monkeypatch, tmp_path, capsys):
+@pytest.fixture
+def equivalents_checked(monkeypatch):
+    """Stand in for the EQUIVALENT check (it needs cosmic-ray; its own tests are below).
+
+    Returns the list of tables the script asked to check, so a test can see it asked once.
+    """
+    checked = []
+    monkeypatch.setattr(score_mod, "check_equivalents", checked.append)
+    return checked
+
+
+def test_a_run_prints_its_seed_first_and_records_it(monkeypatch, tmp_path, capsys,
+                                                   equivalents_checked):
     monkeypatch.setattr(score_mod, "run_component", fake_component)
-    real_urandom = protocol.os.urandom  # cosmic-ray's uuids (the EQUIVALENT check) need it
+    real_urandom = protocol.os.urandom  # only the seed's 4 bytes are pinned
     monkeypatch.setattr(protocol.os, "urandom",
                         lambda n: bytes([42, 0, 0, 0]) if n == 4 else real_urandom(n))
     record = tmp_path / "run.json"
@@ -75,9 +87,11 @@ def test_a_run_prints_its_seed_first_and_records_it(monkeypatch, tmp_path, capsy
     cse = run["components"]["cse"]
     assert (cse["sampled"], cse["killed"], cse["survived"]) == (100, 99, 1)
     assert cse["interval_95"] == pytest.approx(list(protocol.wilson_interval(99, 100)))
+    assert equivalents_checked == [score_mod.EQUIVALENT]
 
 
-def test_a_replayed_seed_is_recorded_as_not_a_first_run(monkeypatch, tmp_path, capsys):
+def test_a_replayed_seed_is_recorded_as_not_a_first_run(monkeypatch, tmp_path, capsys,
+                                                      equivalents_checked):
     monkeypatch.setattr(score_mod, "run_component", fake_component)
     record = tmp_path / "run.json"
     score_mod.main(["--component", "cse", "--seed", "5", "--sample", "3",
@@ -218,6 +232,14 @@ def test_every_equivalent_of_the_script_names_a_mutant_of_todays_tree():
     """A key whose line or occurrence moved with the code would silently match nothing."""
     pytest.importorskip("cosmic_ray", reason="cosmic-ray is not installed (the mutation extra)")
     assert score_mod.stale_equivalents(score_mod.EQUIVALENT) == []
+
+
+def test_without_cosmic_ray_the_script_says_what_to_install(monkeypatch):
+    for name in [m for m in sys.modules if m.split(".")[0] == "cosmic_ray"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "cosmic_ray", None)  # an import of it now fails
+    with pytest.raises(SystemExit, match=r"needs cosmic-ray: pip install -e '\.\[mutation\]'"):
+        score_mod.main(["--component", "cse", "--seed", "5"])
 
 
 def test_a_key_that_moved_is_stale(tmp_path):
