@@ -222,3 +222,52 @@ def test_flex_attention_sparsity_hint_is_not_read():
     assert count_flops(flex_attention, (q, q, q, None, ()), hint) == dense
     assert tfc.flop_registry[flex_attention](q, q, q, None, (), out_val=None, **hint) == \
         dense // 2
+
+
+@pytest.mark.torch_releases("2.13")
+@pytest.mark.parametrize("name,fn,expected", [
+    ("addmm_", lambda: torch.randn(3, 5).addmm_(torch.randn(3, 4), torch.randn(4, 5)),
+     2 * 3 * 4 * 5),
+    ("baddbmm_", lambda: torch.randn(2, 3, 5).baddbmm_(torch.randn(2, 3, 4),
+                                                       torch.randn(2, 4, 5)), 2 * 2 * 3 * 4 * 5),
+    ("addbmm_", lambda: torch.randn(3, 5).addbmm_(torch.randn(2, 3, 4), torch.randn(2, 4, 5)),
+     2 * 2 * 3 * 4 * 5),
+    ("addmv_", lambda: torch.randn(3).addmv_(torch.randn(3, 4), torch.randn(4)), 2 * 3 * 4),
+    ("addr_", lambda: torch.randn(3, 5).addr_(torch.randn(3), torch.randn(5)), 2 * 3 * 5),
+])
+def test_inplace_products_torch_counts_as_zero(name, fn, expected):
+    """docs/differences.md "In-place matrix products" (findings FLOPs 15)."""
+    theirs, ours = both(fn)
+    assert theirs == {} and ours == {f"aten.{name}": expected}, (name, theirs, ours)
+
+
+def _strided_nested_pair():
+    a = torch.nested.nested_tensor([torch.randn(3, 4), torch.randn(5, 4)])
+    b = torch.nested.nested_tensor([torch.randn(4, 2), torch.randn(4, 6)])
+    return a, b
+
+
+@pytest.mark.torch_releases("2.13")
+@pytest.mark.parametrize("product", [torch.bmm, torch.matmul], ids=["bmm", "matmul"])
+def test_nested_products_raise_in_torch(product):
+    """docs/differences.md "Nested tensors" (findings FLOPs 14): each component's product
+    alone, 2 (3*4*2 + 5*4*6) = 288; torch's counter raises."""
+    a, b = _strided_nested_pair()
+    with pytest.raises(RuntimeError), tfc.FlopCounterMode(display=False):
+        product(a, b)
+    with refimpl.FlopCounterMode(display=False) as mode:
+        product(a, b)
+    assert mode.get_total_flops() == 2 * (3 * 4 * 2 + 5 * 4 * 6) == 288
+
+
+@pytest.mark.torch_releases("2.13")
+def test_jagged_attention_raises_in_torch():
+    """Two jagged sequences of 3 and 5, 2 heads of dim 8: 2 H L^2 (D + Dv) summed = 2176."""
+    rows = [torch.randn(n, 2 * 8) for n in (3, 5)]
+    q = torch.nested.nested_tensor(rows, layout=torch.jagged).unflatten(-1, (2, 8))
+    q = q.transpose(1, 2)
+    with pytest.raises(RuntimeError, match="irregular"), tfc.FlopCounterMode(display=False):
+        F.scaled_dot_product_attention(q, q, q)
+    with refimpl.FlopCounterMode(display=False) as mode:
+        F.scaled_dot_product_attention(q, q, q)
+    assert mode.get_total_flops() == sum(2 * 2 * n * n * (8 + 8) for n in (3, 5)) == 2176
