@@ -79,6 +79,13 @@ def _shown(needle: str) -> str:
     return lines[0]
 
 
+def _shown_ending(needle: str) -> str:
+    """The line of the page's shown output that ends with `needle`."""
+    lines = [ln for b in _blocks("text") for ln in b.splitlines() if ln.endswith(needle)]
+    assert len(lines) == 1, f"the page shows {len(lines)} lines ending {needle!r}"
+    return lines[0]
+
+
 def _run(command: str, folder: Path) -> Ran:
     env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -157,6 +164,8 @@ def test_baseline_torch_shows_none_as_new(walkthrough: Walkthrough):
     shown = _shown("baseline torch:")
     assert shown.startswith("baseline torch: 0 failing properties fail only on mine"), shown
     assert shown in ran.output.splitlines(), ran.output[-4000:]
+    not_new = _shown_ending("fail on torch too (not new)")
+    assert not_new in ran.output.splitlines(), f"the page shows {not_new!r}; the run did not"
 
 
 def test_the_reproducer_is_a_groups_and_reproduces(walkthrough: Walkthrough):
