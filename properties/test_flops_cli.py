@@ -20,6 +20,11 @@ A refused invocation (:data:`refimpl.strategies.flop_cli.REFUSALS`, each of them
 time, then drawn ones) must exit 2 with one line on stderr naming the argument, and print
 nothing else.
 
+The human-readable figures are checked at and around every power of 1000 where their prefix
+changes (:func:`refimpl.strategies.flop_cli.boundary_widths`: meta-device Linears whose
+FLOPs, MACs or parameters land on the power, or on the count that rounds up to it, within 2):
+999,999 is ``1 M``, never ``1e+03 K``.
+
 Reach: the output is a table or went to a file (the paths with the most to get wrong)
 for the counts; for the refusals, the refusal came from building or running the model
 (past the argument checks).
@@ -40,6 +45,7 @@ from pathlib import Path
 
 import torch
 from hypothesis import example, given
+from hypothesis import strategies as st
 
 from refimpl.expect.flops_cli import ExpectedReport, expected_report, human
 from refimpl.flops import cli
@@ -47,11 +53,15 @@ from refimpl.oracle import component
 from refimpl.properties.reach import reach
 from refimpl.strategies.flop_cli import (
     EXPLICIT,
+    POWERS,
     REFUSALS,
     Invocation,
     Refusal,
+    boundary_widths,
     invocations,
     refusals,
+    rounding_edge,
+    sized_invocation,
 )
 
 #: the matrix-product ops the drawn models run (forward and backward).
@@ -228,3 +238,25 @@ def test_flops_command_refuses_what_it_cannot_count(refimpl_backend, refusal: Re
         f"{refusal.names!r}")
     assert refusal.says in lines[0], f"{lines[0]!r} does not say {refusal.says!r}"
 
+
+
+@given(boundary_widths(), st.sampled_from(["table", "json"]))
+@example(tuple(power - 1 for power in POWERS), "table")  # 999,999 params is "1 M"
+def test_flops_command_prints_every_unit_boundary(refimpl_backend, widths, fmt):
+    """One run per power of 1000 (K, M, G, T, 1000 T): the FLOPs, MACs and parameters of a
+    model sized to land at or around it are printed in the units and digits of the hand
+    rule (:func:`refimpl.expect.flops_cli.human`). Reach: a figure lies just below a power,
+    where the rounding picks the prefix."""
+    figures = [f for w in widths for f in (w, 2 * w)]
+    reach(any(rounding_edge(p) - 2 <= f < p for f in figures for p in POWERS))
+    for width in widths:
+        call = sized_invocation(width, fmt)
+        status, out, err = run_cli(refimpl_backend, call.argv(None))
+        assert (status, err) == (0, ""), f"{refimpl_backend.name}: {call!r}: exit {status}: {err}"
+        want, root = _expected(call)
+        try:
+            CHECKS[fmt](call, out[:-1], want, root)
+        except AssertionError as exc:
+            command = " ".join(call.argv(None))
+            raise AssertionError(f"{refimpl_backend.name}: refimpl flops {command}: the "
+                                 f"figures differ from the hand rule ({exc})") from exc

@@ -10,6 +10,7 @@ import torch
 
 from refimpl.cli import main
 from refimpl.flops.models import torchvision_advice
+from refimpl.flops.summary import human
 
 
 def make_mlp():
@@ -288,3 +289,16 @@ def test_backward_help_says_which_gradients(capsys):
     help_text = " ".join(capsys.readouterr().out.split())
     assert "the gradients of the parameters only" in help_text
     assert "--input-grad" in help_text and "count the input's gradient too" in help_text
+
+
+@pytest.mark.parametrize("count,text", [
+    (0, "0 FLOPs"), (999, "999 FLOPs"), (1000, "1 KFLOPs"), (1234, "1.23 KFLOPs"),
+    (999_499, "999 KFLOPs"), (999_500, "1 MFLOPs"), (999_999, "1 MFLOPs"),
+    (10**6, "1 MFLOPs"), (999_499_999, "999 MFLOPs"), (999_999_999, "1 GFLOPs"),
+    (1_819_066_368, "1.82 GFLOPs"), (999_999_999_999, "1 TFLOPs"),
+    (999_499 * 10**9, "999 TFLOPs"), (999_999_999_999_999, "1,000 TFLOPs"),
+    (12_345 * 10**12, "12,345 TFLOPs"),
+])
+def test_human_figures_at_unit_boundaries(count, text):
+    """The prefix follows the rounded figure: 999,999 is 1 M, never "1e+03 K"."""
+    assert human(count, "FLOPs") == text

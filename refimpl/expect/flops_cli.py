@@ -11,8 +11,10 @@ over the full ``S x S`` scores (a causal mask does not change the count, as torc
 convention for the flash kernels), the backward recomputing the scores.
 
 Human-readable figures (``1.82 GFLOPs``) use powers of 1000 (K, M, G, T) and three
-significant digits, the largest prefix whose power the number reaches; below 1000 the plain
-number.
+significant digits (as Python's ``.3g`` rounds the quotient): the smallest prefix at which
+those digits print without an exponent, i.e. below 1000 of it (999,499 is ``999 K``, 999,999
+rounds to ``1 M``, never ``1e+03 K``); below 1000 the plain number; from 1000 T on, whole
+T with thousands separators (``1,000 T``: there is no larger prefix).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from torch import nn
 
 from refimpl.expect.flops import FUSED_KERNELS, Product, _attention, derive
 
-#: powers of 1000 and their prefixes, largest first.
-PREFIXES = ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K"))
+#: powers of 1000 and their prefixes, smallest first.
+PREFIXES = ((10**3, "K"), (10**6, "M"), (10**9, "G"), (10**12, "T"))
 
 
 @dataclass(frozen=True)
@@ -48,11 +50,18 @@ class ExpectedReport:
 
 
 def human(number: int, unit: str) -> str:
-    """``1819066368, "FLOPs"`` -> ``"1.82 GFLOPs"``; ``512, "FLOPs"`` -> ``"512 FLOPs"``."""
+    """``1819066368, "FLOPs"`` -> ``"1.82 GFLOPs"``; ``512, "FLOPs"`` -> ``"512 FLOPs"``;
+    ``999999, "MACs"`` -> ``"1 MMACs"``; ``10**15, "FLOPs"`` -> ``"1,000 TFLOPs"``.
+
+    Scans the prefixes upwards and takes the first whose three significant digits print
+    without an exponent (``.3g`` writes 1000 and more as ``1e+03``)."""
+    if number < 1000:
+        return f"{number} {unit}".strip()
     for power, prefix in PREFIXES:
-        if number >= power:
-            return f"{number / power:.3g} {prefix}{unit}"
-    return f"{number} {unit}".strip()
+        digits = f"{number / power:.3g}"
+        if "e" not in digits:
+            return f"{digits} {prefix}{unit}"
+    return f"{number / 10**12:,.0f} T{unit}"
 
 
 def _block_attention(block: nn.Module, x: torch.Tensor, backward: bool) -> int:

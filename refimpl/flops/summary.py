@@ -137,11 +137,23 @@ def count(args: argparse.Namespace, counter_class: Any = FlopCounterMode) -> Cou
                                                       key=lambda i: str(i[0]))})
 
 
+#: powers of 1000 and their prefixes, largest first.
+PREFIXES = ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K"))
+
+
 def human(count: int, unit: str) -> str:
-    """``1819066368, "FLOPs"`` -> ``"1.82 GFLOPs"`` (powers of 1000, three significant digits)."""
-    for factor, prefix in ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K")):
-        if abs(count) >= factor:
-            return f"{count / factor:.3g} {prefix}{unit}"
+    """``1819066368, "FLOPs"`` -> ``"1.82 GFLOPs"`` (powers of 1000, three significant digits).
+
+    The prefix is the largest that the count, once rounded to three significant digits,
+    reaches: 999,999 rounds to ``1 MFLOPs`` (not ``1e+03 KFLOPs``). Below 1000 the plain
+    count; from 1000 T on (no larger prefix) whole T with thousands separators."""
+    for factor, prefix in PREFIXES:
+        digits = f"{count / factor:.3g}"
+        rounded = float(digits)
+        if rounded >= 1000:  # only past the largest prefix: a smaller one was taken below 1000
+            return f"{count / factor:,.0f} {prefix}{unit}"
+        if rounded >= 1:
+            return f"{digits} {prefix}{unit}"
     return f"{count} {unit}".rstrip()
 
 

@@ -5,7 +5,9 @@ a factory of this module (``refimpl.strategies.flop_cli:NAME``, found as a user'
 with the options a user combines: ``--batch-size`` or ``--input-shape`` and ``--dtype``,
 ``--depth``, ``--backward`` and ``--input-grad``, ``--format``, ``--output``, and
 ``--device meta`` for a model too large to run (a Linear of 2**20 x 2**20 built on the meta
-device: 2.2 TFLOPs, counted from shapes alone).
+device: 2.2 TFLOPs, counted from shapes alone). :func:`boundary_widths` sizes meta models
+whose FLOPs, MACs and parameters land at and around every power of 1000 the human-readable
+figures change prefix at (``sized_on_meta_<WIDTH>``: a factory for any width).
 
 A refused invocation is one of :data:`REFUSALS`: argv and the argument its one-line error
 must name, each the way a user gets it wrong (an option out of range, an option the MODEL
@@ -14,7 +16,9 @@ does not take, a factory that cannot be loaded or called, a forward that cannot 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -48,6 +52,25 @@ def huge_on_meta() -> nn.Module:
     """One Linear(2**20, 2**20) without bias, built on the meta device (no memory)."""
     with torch.device("meta"):
         return nn.Sequential(nn.Linear(HUGE, HUGE, bias=False))
+
+
+SIZED = "sized_on_meta_"
+
+
+def sized_on_meta(width: int) -> nn.Module:
+    """Sequential(Linear(1, width)) without bias on the meta device: on a ``[1, 1]`` input it
+    runs ``width`` MACs (``2 width`` FLOPs) and it holds ``width`` parameters."""
+    with torch.device("meta"):
+        return nn.Sequential(nn.Linear(1, width, bias=False))
+
+
+def __getattr__(name: str):
+    """``sized_on_meta_<WIDTH>``: a factory (no arguments, as MODEL needs) of
+    :func:`sized_on_meta` of that width."""
+    width = name.removeprefix(SIZED)
+    if width != name and width.isdigit():
+        return functools.partial(sized_on_meta, int(width))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: a module given as the MODEL itself (not a factory): it is counted as it is.
@@ -125,7 +148,8 @@ class Invocation:
         """The model and an input of the invocation's shape and dtype, built apart."""
         from refimpl.models import MODELS
 
-        model = globals()[self.factory]() if self.factory else MODELS[self.model]()
+        factory = getattr(sys.modules[__name__], self.factory) if self.factory else None
+        model = factory() if factory else MODELS[self.model]()
         dtype = getattr(torch, self.dtype)
         shape = (self.batch, *self.sample)
         x = (torch.randn(shape, dtype=dtype) if dtype.is_floating_point
@@ -162,6 +186,33 @@ def invocations(draw: st.DrawFn) -> Invocation:
     return Invocation(f"{HERE}:{factory}" if factory else source, factory, batch, sample, dtype,
                       device, draw(st.integers(1, 4)), backward, input_grad,
                       draw(st.sampled_from(["table", "json", "csv"])), draw(st.booleans()))
+
+
+#: the powers of 1000 where a human-readable figure changes prefix (K, M, G, T), and 1000 T
+#: (past the largest prefix).
+POWERS = tuple(1000**k for k in range(1, 6))
+
+
+def rounding_edge(power: int) -> int:
+    """The least count that three significant digits round up to ``power``: 999.5 of the
+    prefix below (999,500 for M); 1000 itself, which no rounding reaches, for K."""
+    return power - power // 2000
+
+
+@st.composite
+def boundary_widths(draw: st.DrawFn) -> tuple[int, ...]:
+    """A width of :func:`sized_on_meta` for each of :data:`POWERS`: the power itself or its
+    rounding edge, moved by -2..2; halved half the time, so that the FLOPs (2 width) rather
+    than the MACs and parameters (width) land there."""
+    at_edge, offset, halve = draw(st.booleans()), draw(st.integers(-2, 2)), draw(st.booleans())
+    counts = [(rounding_edge(power) if at_edge else power) + offset for power in POWERS]
+    return tuple(count // 2 if halve else count for count in counts)
+
+
+def sized_invocation(width: int, fmt: str) -> Invocation:
+    """``refimpl flops`` of :func:`sized_on_meta` (``width``) on a ``[1, 1]`` meta input."""
+    return Invocation(f"{HERE}:{SIZED}{width}", f"{SIZED}{width}", 1, (1,), "float32", "meta",
+                      2, False, False, fmt, False)
 
 
 #: runs made every time (explicit examples): resnet18 (slow: never drawn), the 2.2-TFLOP
