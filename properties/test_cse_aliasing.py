@@ -7,7 +7,8 @@ the original computes. Each shape is a class of aliasing a CSE must track:
 
 * a write through an element of a list of views (``unbind``, ``split``, ``chunk``);
 * an in-place op's result, which is its argument itself, returned beside an equal view;
-* an opaque Python call whose result aliases one of several tensor arguments;
+* an opaque Python call (or ``getitem`` of a tuple) whose result aliases one of two or
+  three tensor arguments, passed in any order;
 * views, writes and pure ops whose arguments are given by keyword;
 * a view of a view (``as_strided`` among them), written;
 * an ``out=`` argument, the base or a view of it.
@@ -47,8 +48,9 @@ def test_an_inplace_result_returned_beside_an_equal_view(refimpl_backend, case):
 
 @given(cse_cases(("opaque_alias",)))
 def test_an_opaque_call_may_alias_any_of_its_arguments(refimpl_backend, case):
-    """``o = f(x, y); a = cos(y); o.mul_(2); b = cos(y)`` where the Python function ``f`` returns
-    ``y`` (or a view of it): the write reaches ``y``, whichever argument it is."""
+    """``o = f(x, y, z); a = cos(y); o.mul_(2); b = cos(y)`` where the Python function ``f``
+    returns ``y`` (or a view of it), or ``o = (x, y, z)[1]``: the write reaches ``y``,
+    whichever argument it is and wherever it comes in the graph."""
     _judged(refimpl_backend, case)
 
 

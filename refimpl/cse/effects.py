@@ -168,7 +168,7 @@ def effect_of(node: fx.Node) -> Effect:
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     if node.op == "call_function" and getattr(node.target, "__module__", None) in (
             "_operator", "operator"):
-        return _operator_effect(node, name, inputs)
+        return _operator_effect(node, name)
     packet = _aten_packet(node, name)
     if packet is None:
         return _pure_python_effect(node, inputs)
@@ -257,13 +257,16 @@ def _optional_dropout(op: torch._ops.OpOverload, name: str) -> int | None:
     return names.index("dropout_p") if "dropout_p" in names else None
 
 
-def _operator_effect(node: fx.Node, name: str, inputs: tuple[fx.Node, ...]) -> Effect:
-    """``operator.*``: ``setitem``/``iadd``... write their first argument; ``getitem`` may
-    return a view of it; the rest compute fresh values."""
-    first = inputs[:1] if node.args and isinstance(node.args[0], fx.Node) else ()
+def _operator_effect(node: fx.Node, name: str) -> Effect:
+    """``operator.*``: ``setitem``/``iadd``... write their first argument when it is a graph
+    value; ``getitem`` returns an element of its first argument or a view of it, so it may
+    alias every graph value in there (a tensor, a list of views, or a tuple of values:
+    ``getitem((x, y), 1)`` is ``y`` itself); the rest compute fresh values."""
+    first = tuple(v for v in node.args[:1] if isinstance(v, fx.Node))
     if name in _MUTATING_OPERATORS:
         return Effect("mutating", writes=first, aliases=first)
-    return Effect("pure", aliases=first if name == "getitem" else ())
+    container = node_inputs(node.args[:1])
+    return Effect("pure", aliases=container if name == "getitem" else ())
 
 
 def _aten_packet(node: fx.Node, name: str):

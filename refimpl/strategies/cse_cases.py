@@ -16,8 +16,9 @@ The shapes (each a class of bugs, not one bug):
 * ``returned_write_of_view``: two equal views of a value, an in-place op on the first,
   returned with the second: the in-place op returns the first view itself, so the two
   returned tensors are two objects in eager;
-* ``opaque_alias``: a Python function (opaque to CSE) of two tensors returning the later
-  one, a view or an element of it, then written: the write reaches that argument;
+* ``opaque_alias``: a Python function (opaque to CSE) of two or three tensors returning
+  one of them (any position, the tensors in any graph order), a view or an element of it,
+  or ``getitem`` of a tuple of them, then written: the write reaches that argument;
 * ``view_chain_write``: a write through a view of a view (``as_strided`` among them)
   between two equal reads of the base;
 * ``out_write``: an ``out=`` call writing the base (or a view of it) between two equal reads;
@@ -49,6 +50,7 @@ to its first item).
 
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass
 
@@ -85,6 +87,26 @@ def row_of_later(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return y[0]
 
 
+def first_of_three(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """Returns its first argument itself."""
+    return x
+
+
+def middle_of_three(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """Returns its second argument itself."""
+    return y
+
+
+def view_of_middle(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """Returns a transposed view of its second argument."""
+    return y.t()
+
+
+def row_of_last(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """Returns row 0 of its third argument (a view)."""
+    return z[0]
+
+
 def sym_bump_(t: torch.Tensor) -> torch.Tensor:
     """Adds 1 to ``t`` in place: a user function whose name looks like ``torch.sym_*``."""
     return t.add_(1)
@@ -101,8 +123,16 @@ bump_named_max.__name__ = "max"
 BUMPS = {"sym_bump_": sym_bump_, "max": bump_named_max}
 
 
-OPAQUE_ALIASES = {"later_argument": later_argument, "view_of_later": view_of_later,
-                  "row_of_later": row_of_later}
+#: calls whose result is (a view of) one of their tensor arguments: name -> (function, how
+#: many tensor arguments, which one it returns). ``getitem`` indexes the tuple of them.
+OPAQUE_ALIASES = {
+    "later_argument": (later_argument, 2, 1), "view_of_later": (view_of_later, 2, 1),
+    "row_of_later": (row_of_later, 2, 1), "first_of_three": (first_of_three, 3, 0),
+    "middle_of_three": (middle_of_three, 3, 1), "view_of_middle": (view_of_middle, 3, 1),
+    "row_of_last": (row_of_last, 3, 2), "getitem_0": (operator.getitem, 3, 0),
+    "getitem_1": (operator.getitem, 3, 1), "getitem_2": (operator.getitem, 3, 2)}
+#: the orders in which the three candidate tensors are passed
+ORDERS = tuple(itertools.permutations(range(3)))
 
 
 @dataclass(frozen=True)
@@ -231,13 +261,20 @@ def _returned_write_of_view(emit, xs, clone, view, writer, return_first):
     return [written, second, first] if return_first else [written, second]
 
 
-def _opaque_alias(emit, xs, function, clone, swap, writer, pure):
-    """``f(x0, base)`` returns (a view of) ``base``; swapped, ``f(base, x0)`` returns ``x0``:
-    the aliased argument is the later one, whichever comes first in the graph. Both reads
-    come after the call (the call itself may write its arguments), the write between them."""
-    base = emit.base(xs[1], clone)
-    aliased, args = (xs[0], (base, xs[0])) if swap else (base, (xs[0], base))
-    alias = emit.call(OPAQUE_ALIASES[function], *args, keep=True)
+def _opaque_alias(emit, xs, function, clone, order, writer, pure):
+    """``f(a, b[, c])`` returns (a view of) one argument, the tensors ``x0``, ``x1`` and
+    ``base`` (``x2`` or a clone of it) passed in the drawn ``order``; ``getitem_<i>`` is
+    ``(a, b, c)[i]``. The aliased tensor may come before or after the others in the graph,
+    and be any argument. Both reads come after the call (the call itself may write its
+    arguments), the write through its result between them."""
+    target, arity, position = OPAQUE_ALIASES[function]
+    tensors = (xs[0], xs[1], emit.base(xs[2], clone))
+    args = tuple(tensors[i] for i in order[:arity])
+    if target is operator.getitem:
+        alias = emit.call(operator.getitem, args, position)
+    else:
+        alias = emit.call(target, *args, keep=True)
+    aliased = args[position]
     a = emit.pure(pure, aliased)
     emit.write(writer, alias)
     return [emit.op(aten.add.Tensor, "add", a, emit.pure(pure, aliased))]
@@ -387,8 +424,8 @@ SHAPES: dict[str, Shape] = {
         _BOOL, tuple(PURE), tuple(SPLITTERS), (0, 1), (0, 1), tuple(WRITERS), _BOOL)),
     "returned_write_of_view": Shape(_returned_write_of_view, 1, ("aten", "torch"), (
         _BOOL, tuple(VIEWS), tuple(WRITERS), _BOOL)),
-    "opaque_alias": Shape(_opaque_alias, 2, ("aten", "torch"), (
-        tuple(OPAQUE_ALIASES), _BOOL, _BOOL, tuple(WRITERS), tuple(PURE))),
+    "opaque_alias": Shape(_opaque_alias, 3, ("aten", "torch"), (
+        tuple(OPAQUE_ALIASES), _BOOL, ORDERS, tuple(WRITERS), tuple(PURE))),
     "view_chain_write": Shape(_view_chain_write, 1, ("aten", "torch"), (
         _BOOL, tuple(VIEWS), SECOND_VIEWS, tuple(WRITERS), tuple(PURE))),
     "out_write": Shape(_out_write, 1, ("aten", "torch"), (_BOOL, tuple(OUT_OPS), tuple(PURE))),
