@@ -26,7 +26,8 @@ The shapes (each a class of bugs, not one bug):
   keyword (``aten.t.default(self=x)``), as hand-built or rewritten graphs have them;
 * ``opaque_functions``: Python calls with effects a schema cannot show: ``torch.manual_seed``
   (no aten op) before each of two equal random draws, and a user function named like
-  ``torch.sym_*`` or like the builtin ``max`` that writes its argument;
+  ``torch.sym_*`` or like the builtin ``max`` that writes its argument; every node's ``op``
+  maybe an equal string that is not the interned literal;
 * ``attention_dropout``: an attention kernel whose only randomness is its ``dropout_p``,
   twice: random for ``dropout_p > 0`` (never merged), pure for ``dropout_p == 0``
   (expected merged);
@@ -314,18 +315,26 @@ def _keyword_arguments(emit, xs, clone, view, writer, pure):
     return [emit.by_keyword(aten.add.Tensor, {"self": a, "other": b})]
 
 
-def _opaque_functions(emit, xs, which, seed):
-    """torch only: two reseeded draws (equal in eager), or a user function writing twice."""
+def _opaque_functions(emit, xs, which, seed, fresh_ops):
+    """torch only: two reseeded draws (equal in eager), or a user function writing twice.
+    ``fresh_ops``: every node's ``op`` an equal string that is not the interned literal (as a
+    graph deserialised or built from computed strings has it): compared by value, not by
+    identity."""
     if which == "manual_seed":
         draws = []
         for _ in range(2):
             emit.call(torch.manual_seed, seed, keep=True)
             draws.append(emit.call(torch.rand_like, xs[0], keep=True))
-        return draws
-    base = emit.op(aten.clone.default, ".clone", xs[0])
-    emit.call(BUMPS[which], base, keep=True)
-    emit.call(BUMPS[which], base, keep=True)
-    return [emit.op(aten.cos.default, "cos", base)]
+        outputs = draws
+    else:
+        base = emit.op(aten.clone.default, ".clone", xs[0])
+        emit.call(BUMPS[which], base, keep=True)
+        emit.call(BUMPS[which], base, keep=True)
+        outputs = [emit.op(aten.cos.default, "cos", base)]
+    if fresh_ops:
+        for node in emit.graph.nodes:
+            node.op = _fresh(node.op)
+    return outputs
 
 
 def _attention_dropout(emit, xs, dropout_p, by_keyword):
@@ -432,7 +441,7 @@ SHAPES: dict[str, Shape] = {
     "keyword_arguments": Shape(_keyword_arguments, 1, ("aten",), (
         _BOOL, tuple(VIEWS), ("mul_", "add_"), tuple(PURE))),
     "opaque_functions": Shape(_opaque_functions, 1, ("torch",), (
-        ("manual_seed", *BUMPS), (0, 7))),
+        ("manual_seed", *BUMPS), (0, 7), _BOOL)),
     "attention_dropout": Shape(_attention_dropout, 1, ("aten",), (
         (0.0, 0.5, 0, -0.0, 0.25), _BOOL),
         merges=lambda p, by_keyword: 2 if p == 0 else 0),
