@@ -249,12 +249,15 @@ def _torch_minor() -> tuple[int, int]:
 
 def _torchvision_refusal() -> Refusal:
     """Without torchvision: the advice names the release that pairs with this torch
-    (torchvision 0.N with torch 2.(N - 15)); with it, an unknown name is refused."""
+    (torchvision 0.N with torch 2.(N - 15)), from PyTorch's CPU index for a CPU build of
+    torch; with it, an unknown name is refused."""
     if has("torchvision"):
         return Refusal(("torchvision:no_such_net",), "MODEL=torchvision:no_such_net",
                        "not a torchvision classification model", "model")
     major, minor = _torch_minor()
     pinned = f"torchvision==0.{minor + 15}.*" if major == 2 else "--no-deps"
+    if torch.__version__.endswith("+cpu"):  # PyPI has no CPU torchvision: PyTorch's index
+        pinned = f"{pinned}' --index-url https://download.pytorch.org/whl/cpu"
     return Refusal(("torchvision:resnet18",), "MODEL=torchvision:resnet18", pinned, "model")
 
 
@@ -293,6 +296,9 @@ REFUSALS = (
     Refusal(("mlp", "--output", "/no/such/folder/flops.txt"), "--output=/no/such/folder",
             "does not exist", "arguments"),
     Refusal(("no_such_model",), "MODEL='no_such_model'", "mlp", "model"),
+    # a kind without its colon is a name like any other, not a torchvision or hf model
+    Refusal(("hf",), "MODEL='hf'", "is not one of", "model"),
+    Refusal(("torchvision",), "MODEL='torchvision'", "is not one of", "model"),
     Refusal(("refimpl.strategies.no_such_module:f", "--input-shape", "2,4"),
             "MODEL=refimpl.strategies.no_such_module:f", "cannot load it", "model"),
     Refusal(_factory("needs_argument"), f"MODEL={HERE}:needs_argument",
