@@ -5,6 +5,9 @@ formula can notice), against the shapes a hand derivation needs to fit together.
 - attention (``q [B, Hq, Sq, D]``, ``k [B, Hkv, Sk, D]``, ``v [B, Hkv, Sk, Dv]``): the
   batch of all three, the heads and the length of key and value, and the head dim of query
   and key must agree, and ``Hq`` must be a multiple of ``Hkv``;
+- convolution (``x [N, C, *spatial]``, ``w [C_out, C, *kernel]``): the weight has as many
+  kernel dims as the input has spatial ones (the meta kernel runs a 1-d input with a 2-d
+  weight, and more: its output takes the input's spatial rank);
 - the fused inference ops (``_native_multi_head_attention``,
   ``_transformer_encoder_layer_fwd``): ``qkv_weight`` is ``[3E, E]`` and ``proj_weight``
   ``[E, E]`` for embedding ``E``; an input needs at least ``[L, E]``; query, key and value
@@ -16,8 +19,9 @@ example are counted (> 0), so the kernel and its formula did run.
 
 Against torch (``--refimpl-target torch``, torch 2.13) both fail: its attention formulas
 count a query head count that is not a multiple of the key/value heads (e.g. q (2, 3, 1, 8),
-k and v (2, 2, 1, 8)), and it has no formula for the fused ops (0 FLOPs, no refusal;
-docs/differences.md, FLOPs).
+k and v (2, 2, 1, 8)), it counts a convolution whose weight has more kernel dims than the
+input has spatial ones (docs/findings.md, FLOPs 16), and it has no formula for the fused
+ops (0 FLOPs, no refusal; docs/differences.md, FLOPs).
 """
 
 from __future__ import annotations
@@ -164,3 +168,26 @@ def test_fused_weights_that_do_not_fit_are_refused(refimpl_backend, batch, seq, 
         assert refused(refimpl_backend, _cross_attention(query, key, embed, heads)), (
             f"{refimpl_backend.name}: counted a multi-head attention of query {query} on "
             f"key and value {key}: the batches differ")
+
+
+def _convolution(x_shape, w_shape):
+    """``aten.convolution`` on meta tensors, stride/padding/dilation of the input's rank."""
+    spatial = len(x_shape) - 2
+    return lambda: aten.convolution(_meta(*x_shape), _meta(*w_shape), None, [1] * spatial,
+                                    [0] * spatial, [1] * spatial, False, [0] * spatial, 1)
+
+
+@given(st.integers(1, 2), st.integers(1, 2), st.integers(1, 3), st.integers(1, 4),
+       st.integers(3, 6), st.integers(1, 3))
+def test_convolution_kernel_ranks_that_do_not_fit_are_refused(refimpl_backend, spatial, extra,
+                                                              channels, out, size, kernel):
+    """A convolution of a ``spatial``-d input ``[2, C, size, ...]`` with a weight of
+    ``spatial + extra`` kernel dims, which the meta kernel runs, is refused; the same
+    weight with ``spatial`` kernel dims is counted."""
+    x_shape = (2, channels, *[size] * spatial)
+    fitting = (out, channels, *[kernel] * spatial)
+    reach(sum(counts(refimpl_backend, _convolution(x_shape, fitting)).values()) > 0)
+    misfit = (out, channels, *[kernel] * (spatial + extra))
+    assert refused(refimpl_backend, _convolution(x_shape, misfit)), (
+        f"{refimpl_backend.name}: counted a convolution of input {x_shape} with weight "
+        f"{misfit} (more kernel dims than the input's {spatial} spatial ones)")
