@@ -44,6 +44,8 @@ from hypothesis import strategies as st
 from refimpl.expect.partition_brute import BruteForceRefused, trace_reference
 from refimpl.expect.partition_expect import (
     Expected,
+    assert_as_eager,
+    assert_recompute_within,
     assert_same_results,
     assert_saved_within,
     backward_flops,
@@ -209,14 +211,10 @@ def test_partition_recomputes_the_least_within_the_bound(refimpl_backend, spec, 
     compiled = compile_fn(fn, memory_budget=budget)
     saved = measured(compiled, spec)[0]  # the first call compiles: not counted
     recomputed = backward_flops(compiled, spec) - run.backward_flops
-    bound = bound_bytes(expected.min_bytes, high, budget)
-    optimum = expected.optimum(bound)
+    optimum = expected.optimum(bound_bytes(expected.min_bytes, high, budget))
     reach(optimum > expected.frontier[-1].flops)  # the budget binds: recompute is a choice
-    assert recomputed <= optimum, (
-        f"{reproducer(spec, budget=budget, backend=refimpl_backend.name)}\nrecomputed FLOPs:"
-        f" expected <= {optimum} (the best plan within {bound} bytes: min "
-        f"{expected.min_bytes}, the budget-1.0 plan's {high}), observed {recomputed} "
-        f"(saving {saved} bytes)")
+    assert_recompute_within(recomputed, expected, high, budget, saved,
+                            reproducer(spec, budget=budget, backend=refimpl_backend.name))
 
 
 @given(spec=programs())
@@ -338,11 +336,7 @@ def check_user_regions(backend, spec: ProgramSpec, budget: float) -> None:
             f"{why}\nsaved bytes: expected the bytes of a plan that honours the checkpoint "
             f"regions, one of {sizes} (without the regions the plans keep "
             f"{sorted({o.bytes for o in plain.plans})}), observed {saved}")
-        inputs = spec.inputs(0)
-        eager = fn(*inputs)
-        eager.backward()
-        assert_same_results(out, grads, eager.detach(), [x.grad for x in inputs], why,
-                            "eager")
+        assert_as_eager(fn, spec, out, grads, why)
 
 
 @given(spec=REGION_PROGRAMS, budget=st.sampled_from([0.0, 0.25, 0.5]))

@@ -33,7 +33,8 @@ from hypothesis import event, given, reject
 from hypothesis import strategies as st
 
 from refimpl.expect.partition_expect import (
-    assert_same_results,
+    assert_as_eager,
+    assert_recompute_within,
     assert_saved_within,
     backward_flops,
     bound_bytes,
@@ -65,6 +66,18 @@ SMALL_PROGRAMS = programs(max_steps=4, kinds=tuple(k for k in KINDS if k not in 
                                                     for step in spec.steps))
 
 
+def expected_within_promise(spec, solver: str | None):
+    """``expected_of(spec)``, or the example rejected where ``solver`` (an exact solver the
+    target names; ``None``: torch's default config) is promised only on joint graphs of at
+    most :data:`MAX_FORWARD_VALUES` forward values and ``spec``'s has more."""
+    run, expected = expected_of(spec)
+    forward_values = sum(not node.primal for node in run.problem.nodes)
+    if solver is not None and forward_values > MAX_FORWARD_VALUES:
+        event(f"more than {MAX_FORWARD_VALUES} forward values: beyond the promise")
+        reject()
+    return run, expected
+
+
 #: the budgets drawn from: those of them where the bound binds, where there are any
 GRID = tuple(round(0.05 * i, 2) for i in range(1, 20))
 
@@ -77,10 +90,7 @@ def test_partition_every_exact_solver_recomputes_the_least(refimpl_backend, spec
                     "(partition_promise.exact_solvers is empty)")
     solver = data.draw(st.sampled_from(solvers), label="solver")
     compile_fn = component(refimpl_backend, "compile")
-    run, expected = expected_of(spec)
-    if sum(not node.primal for node in run.problem.nodes) > MAX_FORWARD_VALUES:
-        event(f"more than {MAX_FORWARD_VALUES} forward values: beyond the promise")
-        reject()
+    run, expected = expected_within_promise(spec, solver)
     binding = [b for b in GRID if expected.reached(b)]  # small programs: few plans bind
     budget = data.draw(st.sampled_from(binding or GRID), label="budget")
     reach(expected.reached(budget))
@@ -93,16 +103,8 @@ def test_partition_every_exact_solver_recomputes_the_least(refimpl_backend, spec
         recomputed = backward_flops(compiled, spec) - run.backward_flops
     why = reproducer(spec, budget=budget, solver=solver, backend=refimpl_backend.name)
     assert_saved_within(saved, expected, budget, why, max_bytes=high)
-    bound = bound_bytes(expected.min_bytes, high, budget)
-    optimum = expected.optimum(bound)
-    assert recomputed <= optimum, (
-        f"{why}\nrecomputed FLOPs: expected <= {optimum} (the best plan within {bound} "
-        f"bytes: min {expected.min_bytes}, the budget-1.0 plan's {high}), observed "
-        f"{recomputed} (saving {saved} bytes)")
-    inputs = spec.inputs(0)
-    eager = fn(*inputs)
-    eager.backward()
-    assert_same_results(out, grads, eager.detach(), [x.grad for x in inputs], why, "eager")
+    assert_recompute_within(recomputed, expected, high, budget, saved, why)
+    assert_as_eager(fn, spec, out, grads, why)
 
 
 def middle_budgets(expected) -> list[float]:
@@ -130,10 +132,7 @@ def test_partition_exact_solvers_take_a_middle_plan(refimpl_backend, spec, data)
                     "(partition_promise.least_recompute is False, exact_solvers empty)")
     solver = data.draw(st.sampled_from(solvers), label="solver")
     compile_fn = component(refimpl_backend, "compile")
-    run, expected = expected_of(spec)
-    if solver is not None and sum(not n.primal for n in run.problem.nodes) > MAX_FORWARD_VALUES:
-        event(f"more than {MAX_FORWARD_VALUES} forward values: beyond the promise")
-        reject()
+    run, expected = expected_within_promise(spec, solver)
     budget = data.draw(st.sampled_from(middle_budgets(expected) or GRID), label="budget")
     fn = spec.make()
     torch._dynamo.reset()  # programs share one code object: no cache, no recompile limit
@@ -143,20 +142,12 @@ def test_partition_exact_solvers_take_a_middle_plan(refimpl_backend, spec, data)
         compiled = compile_fn(fn, memory_budget=budget)
         saved, out, grads = measured(compiled, spec)  # the first call compiles
         recomputed = backward_flops(compiled, spec) - run.backward_flops
-    bound = bound_bytes(expected.min_bytes, high, budget)
-    optimum = expected.optimum(bound)
+    optimum = expected.optimum(bound_bytes(expected.min_bytes, high, budget))
     reach(expected.frontier[0].flops > optimum > expected.frontier[-1].flops)
     why = reproducer(spec, budget=budget, solver=solver, backend=refimpl_backend.name)
     assert_saved_within(saved, expected, budget, why, max_bytes=high)
-    assert recomputed <= optimum, (
-        f"{why}\nrecomputed FLOPs: expected <= {optimum} (the best plan within {bound} "
-        f"bytes: min {expected.min_bytes}, the budget-1.0 plan's {high}; the fewest-bytes "
-        f"plan recomputes {expected.frontier[0].flops}), observed {recomputed} (saving "
-        f"{saved} bytes)")
-    inputs = spec.inputs(0)
-    eager = fn(*inputs)
-    eager.backward()
-    assert_same_results(out, grads, eager.detach(), [x.grad for x in inputs], why, "eager")
+    assert_recompute_within(recomputed, expected, high, budget, saved, why)
+    assert_as_eager(fn, spec, out, grads, why)
 
 
 @given(spec=random_chains(), budget=st.sampled_from([0.0, 0.5]), data=st.data())

@@ -1,5 +1,5 @@
-"""Partition mutants of seed 731252159 that no program can tell apart from the original,
-each shown equal on its whole (finite) domain, not asserted.
+"""Partition mutants (of seeds 731252159 and 146862235) that no program can tell apart from
+the original, each shown equal on its whole (finite) domain, not asserted.
 
 ``refimpl/partition/graph.py:76``, ``n.role == "backward"`` -> ``n.role <= "backward"``: a
 joint node's role is one of the five names ``fx_edge`` assigns (``JointNode.role``), and of
@@ -17,10 +17,13 @@ import sys
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental import symbolic_shapes
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from refimpl.partition import cost, fx_edge
+from refimpl.partition import cost, fx_edge, partitioner, problem
 from refimpl.partition.api import joint_graph
+from refimpl.partition.options import PartitionOptions
 
 #: every role ``refimpl.partition.fx_edge`` assigns (graph.JointNode.role's comment)
 ROLES = ("primal", "tangent", "forward", "backward", "output")
@@ -84,3 +87,149 @@ def test_cost_27_the_fallback_import_never_runs_here():
                     "is not equivalent on this release")
     module = importlib.reload(cost)
     assert module.optimization_hint is symbolic_shapes.optimization_hint
+
+
+# --- seed 146862235's partition survivors shown equivalent (the partition helper, session 2)
+
+
+def _views_program(x, w, b):
+    """Views of inputs (a chain of them, and one of a mutated input's read), views of
+    activations and of views of activations, read by the backward."""
+    h = (x @ w).cos()
+    return (h.t().t().sin() + x.t().t().cos() + h[:, :2].sum() + b.view(-1).sin().sum()
+            + (x.reshape(-1).reshape(x.shape) * h).tanh()).sum()
+
+
+def _graphs():
+    args = (torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True),
+            torch.randn(3, requires_grad=True))
+    return [joint_graph(_program, torch.randn(3, 4, requires_grad=True),
+                        torch.randn(4, 5, requires_grad=True)),
+            joint_graph(_views_program, *args)]
+
+
+def test_fx_edge_176_role_is_forward_is_role_eq_forward():
+    """``refimpl/partition/fx_edge.py:176``, ``roles[node] == "forward"`` -> ``roles[node] is
+    "forward"``: ``roles`` holds only ``_roles``'s string literals (AST-checked), which
+    CPython interns, so identity and equality agree for every node; the JointNode roles
+    are those same objects."""
+    assert _role_literals() == set(ROLES)
+    for role in ROLES:
+        assert role is sys.intern(role), role
+    for graph in _graphs():
+        for node in graph.nodes:
+            assert operator.is_(node.role, "forward") == (node.role == "forward"), node
+
+
+def test_cost_31_the_fallback_constant_is_never_bound_here():
+    """``refimpl/partition/cost.py:31``, ``UNBACKED_FALLBACK = 8192`` -> another number: the
+    line sits in the ``except ImportError`` branch for torch 2.10 and 2.11; on torch >= 2.12
+    the import succeeds, the line never runs and the name is never bound (on the older
+    releases the mutant is not equivalent: the fallback sizes unbacked symbols there)."""
+    if not hasattr(symbolic_shapes, "optimization_hint"):
+        pytest.skip(f"torch {torch.__version__}: the fallback runs here, the mutant is not "
+                    "equivalent on this release")
+    module = importlib.reload(cost)
+    assert not hasattr(module, "UNBACKED_FALLBACK")
+    assert module.optimization_hint is symbolic_shapes.optimization_hint
+
+
+def test_mincut_109_a_view_with_bytes_has_a_forward_owner():
+    """``refimpl/partition/mincut.py:109``, ``owner.role == "forward"`` -> ``owner.role >
+    "forward"``. The clause is reached only for a view with ``node.bytes > 0`` of the
+    forward side (``forward_side``: primals and forward nodes; a primal is no view). Its
+    storage owner is the base at the end of its chain of views: a forward node or a primal
+    (a forward node reads no tangent). A view whose chain ends at a primal is an input alias
+    (``fx_edge._input_aliases``: the same view rule, ``args[0]`` of a view op) and costs 0
+    bytes. So the owner is always "forward" there, where ``==`` and ``>`` disagree (of the
+    five roles ``>`` "forward" holds for primal, tangent and output only)."""
+    assert [r for r in ROLES if (r > "forward") != (r == "forward")] == [
+        "primal", "tangent", "forward", "output"]
+    seen = 0
+    for graph in _graphs():
+        for node in graph.forward_side():
+            owner = graph.by_name[node.storage]
+            if node.view and owner is not node:
+                seen += 1
+                assert node.role == "forward", node
+                assert owner.role in ("forward", "primal"), (node, owner)
+                assert (owner.role == "primal") == (node.bytes == 0), (node, owner)
+    assert seen >= 6  # views of inputs and of activations were both met
+
+
+def _fake_versions(op, make):
+    """(version before, version after) of a fake tensor that ``op`` runs on, as
+    ``mutation.mutated_inputs`` reads them."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+    with mode:
+        value = mode.from_tensor(make()).clone()
+    before = value._version
+    with mode, torch.no_grad():
+        op(value)
+    return before, value._version
+
+
+#: writes of every kind a graph can make to an input: data, metadata, storage, resize, views
+WRITES = {
+    "add_": lambda v: v.add_(1), "copy_": lambda v: v.copy_(v.cos()),
+    "zero_": lambda v: v.zero_(), "uniform_": lambda v: v.uniform_(),
+    "slice": lambda v: v[:, :1].mul_(2), "index_put_": lambda v: v.index_put_(
+        (torch.tensor([0]),), torch.ones(3)), "t_": lambda v: v.t_(),
+    "squeeze_": lambda v: v.unsqueeze_(0).squeeze_(0), "resize_": lambda v: v.resize_(6),
+    "set_": lambda v: v.set_(torch.zeros(2, 3)), "detach_": lambda v: v.detach_(),
+    "as_strided_": lambda v: v.as_strided_((3,), (1,)), "read": lambda v: v.sin(),
+}
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_mutation_106_a_version_counter_never_falls(write):
+    """``refimpl/partition/mutation.py:106``, ``v._version != b`` -> ``v._version > b``:
+    ``b`` is the version of a fresh fake copy read just before the graph runs, and the only
+    things that move a version counter are in-place ops, which bump it (+1); nothing an
+    FX graph can call sets it lower (``_unsafe_set_version_counter`` is no aten op). So
+    after any op the version is ``>= b``, and ``!=`` and ``>`` agree: here for writes of
+    every kind (data, views, metadata, storage swap, resize) and a plain read."""
+    before, after = _fake_versions(WRITES[write], lambda: torch.randn(2, 3))
+    assert after >= before, (write, before, after)
+    assert (after != before) == (after > before)
+
+
+def test_problem_32_a_problem_is_never_changed_nor_hashed(monkeypatch):
+    """``refimpl/partition/problem.py:32``, ``@dataclass(frozen=True)`` -> ``frozen=False``
+    on ``Problem``: ``frozen`` changes only assignment and deletion after ``__init__`` (they
+    raise) and ``__hash__`` (generated; without it the class is unhashable). No solver does
+    any of the three to a Problem: with a recording subclass in its place, every solver at
+    budgets 0, a middle one and 1 records nothing (``hash`` would not even succeed: a
+    Problem's ``Bans`` holds sets)."""
+    calls: list[str] = []
+
+    made: list[problem.Problem] = []
+
+    class Recording(problem.Problem):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            object.__setattr__(self, "_built", True)  # assignments before this are __init__'s
+            made.append(self)
+
+        def __setattr__(self, name, value):
+            if getattr(self, "_built", False):
+                calls.append(f"set {name}")
+            super().__setattr__(name, value)
+
+        def __delattr__(self, name):
+            calls.append(f"del {name}")
+            super().__delattr__(name)
+
+        def __hash__(self):
+            calls.append("hash")
+            return super().__hash__()
+
+    monkeypatch.setattr(partitioner, "Problem", Recording)
+    small, views = _graphs()
+    runs = [(small, s) for s in partitioner.SOLVER_MODULES] + [
+        (views, s) for s in partitioner.SOLVER_MODULES if s != "brute"]  # brute: n <= 16
+    for graph, solver in runs:
+        plans = partitioner.choose_many(graph, [0.0, 0.4, 1.0], PartitionOptions(solver=solver))
+        assert len(plans) == 3
+    assert len(made) >= 3 * len(runs)  # one per budget and run at least
+    assert calls == []

@@ -168,6 +168,31 @@ def assert_same_results(output, grads, ref_output, ref_grads, why: str,
                               f"observed\n{observed}\n({rule})")
 
 
+def assert_as_eager(fn, spec, output, grads, why: str) -> None:
+    """``output`` and ``grads`` (a compiled ``fn``'s, on ``spec.inputs(0)``) close to those
+    of ``fn`` run eagerly on fresh ``spec.inputs(0)`` (:func:`assert_same_results`)."""
+    inputs = spec.inputs(0)
+    eager = fn(*inputs)
+    eager.backward()
+    assert_same_results(output, grads, eager.detach(), [x.grad for x in inputs], why,
+                        "eager")
+
+
+def assert_recompute_within(recomputed: int, expected: Expected, max_bytes: int,
+                            budget: float, saved: int, why: str) -> None:
+    """The backward recomputed (``recomputed`` FLOPs beyond the no-recompute reference's)
+    no more than the best plan of the brute-force frontier within the bound that
+    ``budget`` gives, with ``max_bytes`` (the target's budget-1.0 bytes) as ``max``: an
+    exact solver's promise (``PartitionPromise.least_recompute``)."""
+    bound = bound_bytes(expected.min_bytes, max_bytes, budget)
+    optimum = expected.optimum(bound)
+    assert recomputed <= optimum, (
+        f"{why}\nrecomputed FLOPs: expected <= {optimum} (the best plan within {bound} "
+        f"bytes: min {expected.min_bytes}, the budget-1.0 plan's {max_bytes}; the "
+        f"fewest-bytes plan recomputes {expected.frontier[0].flops}), observed "
+        f"{recomputed} (saving {saved} bytes)")
+
+
 def backward_flops(compiled, spec) -> int:
     """FLOPs (torch's FlopCounterMode) of one backward of ``compiled`` on ``spec``'s inputs,
     seeded as :func:`measured`. Call it after a first run: a backward compiled lazily

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from refimpl.partition.cut import needed_by_backward
 from refimpl.partition.graph import JointGraph, JointNode
 
-#: ops the runtime-optimised plan may recompute although they are not pointwise or views.
-CHEAP_OPS = ("getitem", "full", "zeros", "ones", "empty", "arange", "scalar_tensor",
+#: ops the runtime-optimised plan may recompute although they are not pointwise or views
+#: (torch's recomputable-op allowlist; ``iota`` is what ``arange`` decomposes to).
+CHEAP_OPS = ("getitem", "full", "zeros", "ones", "empty", "arange", "iota", "scalar_tensor",
              "_to_copy", "clone", "lift_fresh_copy", "expand", "cat")
 
 

@@ -89,6 +89,11 @@ EXPENSIVE_KINDS = ("mm", "conv", "attention")
 MOTIFS = ("chain", "summary", "fanout", "view", "random", "single")
 POINTWISE = {"cos": torch.cos, "sin": torch.sin, "tanh": torch.tanh,
              "sigmoid": torch.sigmoid, "relu": torch.relu, "gelu": F.gelu}
+#: a ``factory`` link of :func:`pointwise_chains` multiplies by a tensor made from no tensor
+#: (``arange``, which decomposes to ``prims.iota``; ``full``): torch's partitioner lists both
+#: as recomputable, and the multiply's backward reads the factory's value
+FACTORIES = {"arange": lambda w, **kw: torch.arange(1, w + 1, **kw) / w,
+             "full": lambda w, **kw: torch.full((w,), 0.5, **kw)}
 #: pointwise ops whose backward reads their input (relu's reads its output's sign only).
 NONLINEAR = ("cos", "sin", "tanh", "sigmoid")
 REGION_POLICIES = ("plain", "save_mm", "nested")
@@ -258,6 +263,8 @@ def _apply(step: Step, vs: list[torch.Tensor], weight: torch.Tensor | None) -> t
         case "effect":
             torch.ops.aten._print.default("refimpl.strategies.programs: effect step")
             return v.cos()
+        case "factory":
+            return v * FACTORIES[step.variant](v.shape[1], dtype=v.dtype, device=v.device)
         case "inplace":
             fresh = v.clone()
             if step.variant == "relu_":
@@ -418,14 +425,19 @@ def random_chains(draw) -> ProgramSpec:
 
 @st.composite
 def pointwise_chains(draw) -> ProgramSpec:
-    """``x @ W`` read through a chain of two or three nonlinear pointwise ops: the backward
-    reads the matmul's output and each link of the chain, every one of them through a
-    pointwise op. Keeping only the matmul's output and recomputing the chain from it
-    recomputes no FLOPs. The last link is the output."""
+    """``x @ W`` read through a chain of two or three links, each a nonlinear pointwise op
+    or, with probability 1/2, a ``factory`` link (``v * arange(...)`` or ``v * full(...)``,
+    :data:`FACTORIES`): the backward reads the matmul's output and each link of the chain
+    (and each factory's value), every one of them through a pointwise op. Keeping only the
+    matmul's output and recomputing the chain, factories included, from it recomputes no
+    FLOPs. The last link is the output."""
     n, width, out = draw(st.integers(1, 6)), draw(st.integers(2, 8)), draw(st.integers(2, 8))
     steps = [Step("mm", "mm", (0,), out)]
+    links = st.one_of(st.tuples(st.just("pointwise"), st.sampled_from(NONLINEAR)),
+                      st.tuples(st.just("factory"), st.sampled_from(sorted(FACTORIES))))
     for _ in range(draw(st.integers(2, 3))):
-        steps.append(Step("pointwise", draw(st.sampled_from(NONLINEAR)), (len(steps),), out))
+        kind, variant = draw(links, label="link")
+        steps.append(Step(kind, variant, (len(steps),), out))
     return ProgramSpec(n, width, tuple(steps), outputs=(len(steps),))
 
 
