@@ -16,6 +16,10 @@
 * a graph with no inputs: ``a = full(...)``, ``a.tril_()`` (or another write), the same
   ``full`` again, read by nothing: removing that repeat is sound (nothing reads it, so
   nothing sees the write), and it is expected removed.
+* ``a = make(x); b = make(x); r = pure(b); a.<writer>(); s = pure(b)``: ``s`` repeats
+  ``r``; with ``s`` gone, ``b``'s last read comes before the write to ``a``, so ``b`` is
+  merged into ``a`` too (2 nodes removed, expected: a CSE that stops after the pass that
+  refused ``b`` leaves it).
 
 Each asks the judge (``refimpl.expect.cse_soundness.unsound_reasons``) and, where the
 generator claims a sound merge by hand, that the backend made it. Reach: the graph holds two
@@ -75,4 +79,11 @@ def test_an_inplace_op_reading_the_twin_of_what_it_writes(refimpl_backend, case)
 def test_a_repeat_nobody_reads_is_removed_after_a_write(refimpl_backend, case):
     """``a = full(...); a.tril_(); b = full(...)`` with no inputs and ``b`` unread: ``b``
     goes (a CSE that compares the write's position with ``b``'s reads must count none)."""
+    _judged(refimpl_backend, case, merged=True)
+
+
+@given(cse_cases(("lifted_refusal",)))
+def test_a_merge_refused_for_a_read_that_goes_is_made(refimpl_backend, case):
+    """``a = clone(x); b = clone(x); r = cos(b); a.mul_(2); s = cos(b)``: ``s`` is ``r``, and
+    then ``b`` is ``a`` (read only before the write): both removed."""
     _judged(refimpl_backend, case, merged=True)

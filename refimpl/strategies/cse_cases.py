@@ -44,6 +44,8 @@ The shapes (each a class of bugs, not one bug):
 * ``dead_repeat``: a graph with no inputs: ``a = full(...)``, a write to ``a`` (``tril_``,
   ``cumsum_``: not elementwise; ``mul_``), the same ``full`` again that nothing reads: the
   repeat is expected removed (no reader of it sees the write).
+* ``lifted_refusal``: ``a = make(x); b = make(x); r = pure(b); a.<writer>(); s = pure(b)``:
+  ``s`` repeats ``r``, and once it is gone ``b`` may become ``a``: 2 nodes expected removed.
 
 Generation: the dialect, then the shape's choices, each from a short list (so each shrinks
 to its first item).
@@ -405,6 +407,24 @@ def _dead_repeat(emit, xs, writer):
     return [emit.op(aten.neg.default, "neg", written)]
 
 
+#: fresh tensors made from ``x`` (the twins of :func:`_lifted_refusal`)
+MAKERS = ("clone", *PURE)
+
+
+def _lifted_refusal(emit, xs, maker, writer, pure, return_written):
+    """``a = make(x); b = make(x); r = pure(b); a.<writer>(); s = pure(b)``: ``s`` repeats
+    ``r`` (nothing writes ``b`` between them); once ``s`` is gone, every read of ``b`` comes
+    before the write to ``a``, so ``b`` may become ``a`` too: 2 nodes removed (a CSE that
+    refuses ``b`` while ``s`` still reads it must look again). Returns ``r + s`` and the
+    written ``a`` (itself, or negated: ``a``'s storage escapes or not)."""
+    a, b = (emit.base(xs[0], True) if maker == "clone" else emit.pure(maker, xs[0])
+            for _ in range(2))
+    r = emit.pure(pure, b)
+    written = emit.write(writer, a)
+    both = emit.op(aten.add.Tensor, "add", r, emit.pure(pure, b))
+    return [both, written if return_written else emit.op(aten.neg.default, "neg", written)]
+
+
 #: pairs of complex constants equal in their real part, different in their imaginary part
 COMPLEX_PAIRS = ((2 + 1j, 2 + 3j), (1j, 2j), (-1 + 0.5j, -1 - 0.5j))
 
@@ -456,6 +476,8 @@ SHAPES: dict[str, Shape] = {
     "complex_constants": Shape(_complex_constants, 1, ("aten", "torch"), (COMPLEX_PAIRS,)),
     "dead_repeat": Shape(_dead_repeat, 0, ("aten", "torch"), (tuple(WHOLE_WRITERS),),
                          merges=lambda writer: 1),
+    "lifted_refusal": Shape(_lifted_refusal, 1, ("aten", "torch"), (
+        MAKERS, tuple(WRITERS), tuple(PURE), _BOOL), merges=lambda *choices: 2),
 }
 
 
