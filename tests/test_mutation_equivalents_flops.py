@@ -9,10 +9,12 @@ domain, with the reason the domain covers every case that can reach the line.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 
 import torch
 
+from refimpl.flops import summary
 from refimpl.flops.counter import FlopCounterMode
 from refimpl.flops.table import render
 
@@ -106,3 +108,28 @@ def test_the_branch_bound_default_below_zero_changes_nothing():
             {name: ops for name, ops in _bounds(deltas, default).items() if ops}
             for default in (0, -1))
         assert counted == original == mutant, deltas
+
+
+def _human_with_threshold(source: str, threshold: str):
+    """summary.human compiled from ``source`` with its ``rounded >= 1000`` test moved to
+    ``rounded >= threshold``."""
+    body = source[source.index("#: powers of 1000"):source.index("def as_json")]
+    assert body.count("rounded >= 1000") == 1
+    namespace: dict = {}
+    exec(body.replace("rounded >= 1000", f"rounded >= {threshold}"), namespace)
+    return namespace["human"]
+
+
+def test_whole_units_and_three_digits_agree_below_1000():
+    """summary.py ``human``'s ``rounded >= 1000`` NumberReplacer to ``>= 999``: the mutant
+    prints a figure whose three significant digits round to 999 with ``,.0f`` instead of
+    ``.3g``; for a quotient in [100, 1000) three significant digits are the whole units,
+    rounded the same way (half to even on the same float), so both print "999". Checked
+    on every count from 998,000 to 1,000,000 at each prefix (the count times 1, 1000, 10**6
+    and 10**9), which holds every quotient that rounds to 999 at K and its neighbours."""
+    source = inspect.getsource(summary)
+    original, mutant = (_human_with_threshold(source, t) for t in ("1000", "999"))
+    assert original(999_999, "FLOPs") == "1 MFLOPs"
+    for scale in (1, 10**3, 10**6, 10**9):
+        for count in range(998_000, 1_000_001):
+            assert original(count * scale, "F") == mutant(count * scale, "F"), count * scale
