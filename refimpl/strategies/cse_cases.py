@@ -152,6 +152,9 @@ class CseCase:
         xs = [graph.placeholder(f"x{i}") for i in range(SHAPES[self.shape].inputs)]
         outputs = SHAPES[self.shape].build(emit, xs, *self.choices)
         graph.output(tuple(outputs))
+        if SHAPES[self.shape].fresh_ops(*self.choices):
+            for node in graph.nodes:
+                node.op = _fresh(node.op)
         return fx.GraphModule(torch.nn.Module(), graph)
 
     def traced(self) -> fx.GraphModule:
@@ -320,8 +323,7 @@ def _keyword_arguments(emit, xs, clone, view, writer, pure):
 def _opaque_functions(emit, xs, which, seed, fresh_ops):
     """torch only: two reseeded draws (equal in eager), or a user function writing twice.
     ``fresh_ops``: every node's ``op`` an equal string that is not the interned literal (as a
-    graph deserialised or built from computed strings has it): compared by value, not by
-    identity."""
+    graph deserialised or built from computed strings has it; :meth:`CseCase.build`)."""
     if which == "manual_seed":
         draws = []
         for _ in range(2):
@@ -333,9 +335,6 @@ def _opaque_functions(emit, xs, which, seed, fresh_ops):
         emit.call(BUMPS[which], base, keep=True)
         emit.call(BUMPS[which], base, keep=True)
         outputs = [emit.op(aten.cos.default, "cos", base)]
-    if fresh_ops:
-        for node in emit.graph.nodes:
-            node.op = _fresh(node.op)
     return outputs
 
 
@@ -445,6 +444,8 @@ class Shape:
     styles: tuple[str, ...]
     choices: tuple[tuple, ...]
     merges: object = lambda *choices: 0
+    #: whether every node's ``op`` is an equal string that is not the interned literal
+    fresh_ops: object = lambda *choices: False
 
 
 _BOOL = (False, True)
@@ -461,7 +462,7 @@ SHAPES: dict[str, Shape] = {
     "keyword_arguments": Shape(_keyword_arguments, 1, ("aten",), (
         _BOOL, tuple(VIEWS), ("mul_", "add_"), tuple(PURE))),
     "opaque_functions": Shape(_opaque_functions, 1, ("torch",), (
-        ("manual_seed", *BUMPS), (0, 7), _BOOL)),
+        ("manual_seed", *BUMPS), (0, 7), _BOOL), fresh_ops=lambda which, seed, fresh: fresh),
     "attention_dropout": Shape(_attention_dropout, 1, ("aten",), (
         (0.0, 0.5, 0, -0.0, 0.25), _BOOL),
         merges=lambda p, by_keyword: 2 if p == 0 else 0),
