@@ -23,7 +23,14 @@ debug mode, through the global switch). It fails on the ``torch`` target, whose 
 it skips where no determinism check (``torch-checkpoint-reentrant``) or no debug mode
 (``torch-sac``: torch's debug mode rejects a ``context_fn``) is promised.
 
-Reach (each example): the two runs' op logs differ (not only their tensors' shapes).
+A second property runs a module whose recomputation is its forward (the drift's forward
+program twice) with debug mode on: logging only observes, so the step gives the unwrapped
+module's output (dtype included: ``double`` passes its dtype as a keyword) and gradients bit
+for bit (NaN where it has NaN), and raises nothing. It passes and fails on the same targets
+as the first, for the same reasons.
+
+Reach (each example): the two runs' op logs differ (not only their tensors' shapes); for the
+second property, the forward saves a tensor (the backward recomputes under the log).
 """
 
 from __future__ import annotations
@@ -73,8 +80,7 @@ def _debug_step(backend, drift: Drift) -> BaseException | None:
     """One forward and backward of the checkpointed module with debug on; what it raised."""
     apply = component(backend, "checkpoint")
     module = DriftingModule(drift)
-    options = _takes_options(backend)
-    switch = contextlib.nullcontext() if options else tuc.set_checkpoint_debug_enabled(True)
+    options, switch = _debug_switch(backend)
     with switch:
         wrapped = (apply(module, debug=True) if options else apply(module)) or module
         x = _input(drift).requires_grad_()
@@ -83,6 +89,13 @@ def _debug_step(backend, drift: Drift) -> BaseException | None:
         except Exception as error:  # the property judges what was raised
             return error
     return None
+
+
+def _debug_switch(backend):
+    """How debug mode is turned on: the option (True) or torch's global switch (False)."""
+    options = _takes_options(backend)
+    switch = contextlib.nullcontext() if options else tuc.set_checkpoint_debug_enabled(True)
+    return options, switch
 
 
 def _is_subsequence(want: list[str], have: list[str]) -> bool:
@@ -129,3 +142,41 @@ def test_debug_mode_reports_the_ops_of_both_runs(refimpl_backend, drift: Drift) 
         f"recomputation's {want.recompute_shown}; it names {named}")
     if promise.debug_lists_runs:
         _assert_lists_runs(text, want, what)
+
+
+def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    """Equal dtype, shape and bits, NaN equal to NaN."""
+    if a is None or b is None:
+        return a is b
+    return a.dtype == b.dtype and a.shape == b.shape and bool(
+        torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num()))
+
+
+def _plain_step(module: DriftingModule, run, drift: Drift) -> tuple:
+    """Forward and backward of ``run``: output, gradients of ``module.w`` and the input."""
+    x = _input(drift).requires_grad_()
+    out = run(x)
+    out.square().sum().backward()
+    return out.detach(), module.w.grad, x.grad
+
+
+@given(drift=drifts())
+def test_debug_mode_changes_no_result(refimpl_backend, drift: Drift) -> None:
+    promise: CheckpointPromise = getattr(refimpl_backend, "checkpoint_promise", None) \
+        or COMPOSABLE
+    if not promise.debug_mode:
+        pytest.skip(f"backend {refimpl_backend.name!r} promises no debug mode")
+    same = Drift(drift.forward, drift.forward, False, "same", drift.width)
+    reach(bool(timeline(lambda: DriftingModule(same)(_input(same).requires_grad_())).saves))
+    plain = DriftingModule(same)
+    plain.recomputing = lambda: False
+    want = _plain_step(plain, plain, same)
+    apply = component(refimpl_backend, "checkpoint")
+    module = DriftingModule(same)
+    options, switch = _debug_switch(refimpl_backend)
+    with switch:
+        wrapped = (apply(module, debug=True) if options else apply(module)) or module
+        got = _plain_step(module, wrapped, same)
+    what = f"{refimpl_backend.name} checkpoint, debug on, forward {list(same.forward)[:8]}"
+    for name, a, b in zip(("output", "gradient of w", "input gradient"), want, got):
+        assert _same(a, b), f"{what}: {name} is {b}, the unwrapped module's is {a}"
