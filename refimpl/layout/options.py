@@ -38,7 +38,13 @@ class LayoutOptions:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"max_nodes_per_conv={self.max_nodes_per_conv!r}: expected an "
                              "int >= 1")
-        if set(self.multipliers) != set(DEFAULT_MULTIPLIERS) or not all(
-                isinstance(v, (int, float)) and v > 0 for v in self.multipliers.values()):
-            raise ValueError(f"multipliers={self.multipliers!r}: expected positive numbers for "
+        costs = self.multipliers
+        if not isinstance(costs, dict) or set(costs) != set(DEFAULT_MULTIPLIERS) or not all(
+                _positive_number(v) for v in costs.values()):
+            raise ValueError(f"multipliers={costs!r}: expected a dict of positive numbers for "
                              f"exactly the keys {sorted(DEFAULT_MULTIPLIERS)}")
+
+
+def _positive_number(value: object) -> bool:
+    """An int or float above zero; a bool is not a cost."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0

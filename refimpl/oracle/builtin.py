@@ -16,7 +16,7 @@ from refimpl.cse import fx_graph_cse as refimpl_fx_graph_cse
 from refimpl.expect.checkpoint import REFIMPL as REFIMPL_CHECKPOINT
 from refimpl.expect.partition_expect import PartitionPromise
 from refimpl.flops.counter import FlopCounterMode as RefimplFlopCounterMode
-from refimpl.layout import optimize_layout
+from refimpl.layout import LayoutOptions, optimize_layout
 from refimpl.partition.api import compile as refimpl_compile
 from refimpl.partition.api import fresh_entry
 from refimpl.partition.options import PartitionOptions
@@ -63,8 +63,10 @@ class RefimplBackend:
         """refimpl's composable checkpoint; ``options`` as torch's (``context_fn``, ...)."""
         return checkpoint(module, **options)
 
-    def optimize_layout(self, gm, example_inputs):
-        return optimize_layout(gm, example_inputs)
+    def optimize_layout(self, gm, example_inputs, **options):
+        """refimpl's layout pass; ``options`` are :class:`refimpl.layout.LayoutOptions`'
+        fields (``mode``, ``is_inference``, ``max_nodes_per_conv``, ``multipliers``)."""
+        return optimize_layout(gm, example_inputs, LayoutOptions(**options))
 
 
 class TorchBackend:
