@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import re
 
 import torch
 
-from refimpl.flops import summary
+from refimpl.flops import counter, summary
 from refimpl.flops.counter import FlopCounterMode
+from refimpl.flops.formulas import attention, conv, matmul, registry
 from refimpl.flops.table import render
 
 #: "depth None shows every module": the counter renders with depth 10**9. cosmic-ray's
@@ -133,3 +135,27 @@ def test_whole_units_and_three_digits_agree_below_1000():
     for scale in (1, 10**3, 10**6, 10**9):
         for count in range(998_000, 1_000_001):
             assert original(count * scale, "F") == mutant(count * scale, "F"), count * scale
+
+
+#: ``present(aten, "name", ...)`` calls in the formula table and the counter.
+_PRESENT_CALL = re.compile(r"present\(\s*(\w+),((?:\s*\"\w+\",?)+)\s*\)")
+
+
+def test_every_kernel_the_table_names_exists_so_present_never_skips():
+    """registry.py ``present``'s ``continue`` (a name this torch lacks) ReplaceContinueWithBreak:
+    ``break`` drops the names after a missing one. The two agree on a list exactly when its
+    missing names all come after its present ones. On the installed torch every call that
+    the formula modules and the counter make (found in their source, names listed on several
+    lines included) is such a list (a single-name call, e.g. ``_grouped_mm``, may lack its
+    name on an older torch: with one name ``break`` and ``continue`` agree). On a torch that
+    lacks a kernel in mid-list they would differ: this test then fails and the entry must
+    go."""
+    namespaces = {"aten": torch.ops.aten, "_aten": torch.ops.aten}
+    calls = [call for module in (counter, attention, conv, matmul)
+             for call in _PRESENT_CALL.finditer(inspect.getsource(module))]
+    assert len(calls) >= 5, [c.group(0) for c in calls]
+    for call in calls:
+        names = re.findall(r"\"(\w+)\"", call.group(2))
+        found = [bool(registry.present(namespaces[call.group(1)], n)) for n in names]
+        assert found == sorted(found, reverse=True), (
+            f"torch {torch.__version__}: {names}: a missing name comes before a present one")
