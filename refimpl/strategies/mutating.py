@@ -18,6 +18,11 @@ used (or trips autograd's version check).
 Eager saves ``h``; so must a correct partitioner. The write always precedes every read, so
 eager itself never reads a stale ``w`` and never raises.
 
+A quarter of the programs have ``width`` 0: ``x`` and ``w`` are both empty, and two empty
+tensors report the same storage address (0) without sharing any storage (AOTAutograd does
+not treat them as aliases), so a partitioner that takes them for aliased inputs of a
+mutating graph wrongly refuses or mis-maps the program.
+
 ``spec.make()`` returns ``fn(x, w)``; ``spec.inputs(seed)`` fresh inputs; ``str(spec)``
 prints the program for a reproducer.
 """
@@ -46,7 +51,7 @@ class MutationSpec:
     read: str
     nonlinear: str
     constant: float
-    k: int  # columns of the slice views (1 <= k <= width)
+    k: int  # columns of the slice views (1 <= k <= width; 0 when width is 0)
 
     def __str__(self) -> str:
         return (f"MutationSpec(n={self.n}, width={self.width}, mutate={self.mutate!r}, "
@@ -93,11 +98,12 @@ class MutationSpec:
 @st.composite
 def mutation_programs(draw: st.DrawFn) -> MutationSpec:
     """A :class:`MutationSpec` (module docstring)."""
-    width = draw(st.integers(2, 24), label="width")
+    empty = draw(st.integers(0, 3), label="zero_size") == 0  # a quarter: x and w empty
+    width = 0 if empty else draw(st.integers(2, 24), label="width")
     return MutationSpec(
         n=draw(st.integers(1, 16), label="n"), width=width,
         mutate=draw(st.sampled_from(MUTATIONS), label="mutate"),
         read=draw(st.sampled_from(READS), label="read"),
         nonlinear=draw(st.sampled_from(sorted(NONLINEAR)), label="nonlinear"),
         constant=draw(st.sampled_from([0.5, 1.0, 2.0, -1.5]), label="constant"),
-        k=draw(st.integers(1, width), label="k"))
+        k=draw(st.integers(min(1, width), width), label="k"))

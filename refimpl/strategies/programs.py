@@ -576,6 +576,15 @@ def _features() -> tuple[Feature, ...]:
                 "a value of it the backward reads", mutation_programs,
                 lambda spec: spec.mutate in MUTATIONS,
                 "test_partition_mutation.py::test_partition_input_mutation_as_eager"),
+        Feature("partition", "zero_size_inputs", "empty inputs (x and the mutated w): the "
+                "same storage address, no shared storage", mutation_programs,
+                lambda spec: spec.width == 0,
+                "test_partition_mutation.py::test_partition_input_mutation_as_eager"),
+        Feature("partition", "factory_ops", "a tensor made from no tensor (arange, full) "
+                "that the forward needs and the backward reads", pointwise_chains,
+                lambda spec: any(s.kind == "factory" for s in spec.steps),
+                "test_partition_properties.py::"
+                "test_partition_at_budget_one_recomputes_a_pointwise_chain"),
         Feature("partition", "checkpoint_regions", "user checkpoint regions (plain, "
                 "selective, nested)", lambda: programs(kinds=REGION_KINDS, user_regions=1.0),
                 lambda spec: bool(spec.regions),
