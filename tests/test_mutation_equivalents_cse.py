@@ -2,10 +2,11 @@
 
 benchmarks/mutation_score.py counts a survivor as equivalent only where its ``EQUIVALENT``
 entry names a test that demonstrates the equivalence; these are those tests, for the
-survivors of the first run of seed 731252159 (keys ``path:line operator occurrence`` on the
-tree that run measured). Each test shows both versions agree: on an exhaustive small domain,
-or by construction (what torch.fx guarantees of its nodes and types), and on the graphs the
-CSE properties draw. None asserts the mutated code's result from that same code.
+survivors of the first runs of seeds 731252159 and 146862235 (keys ``path:line operator
+occurrence`` on the tree each run measured). Each test shows both versions agree: on an
+exhaustive small domain, or by construction (what torch.fx guarantees of its nodes and
+types), and on the graphs the CSE properties draw. None asserts the mutated code's result
+from that same code.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from refimpl.cse import effects as effects_module
 from refimpl.cse.effects import effect_of, effects_of, node_inputs, summarize_op
-from refimpl.cse.eliminate import MergePass
+from refimpl.cse.eliminate import MergePass, find_duplicates, fx_graph_cse
 from refimpl.cse.keys import _freeze_other, freeze
 from refimpl.strategies import op_graphs
 from refimpl.strategies.cse_cases import cse_cases
@@ -39,6 +40,8 @@ NODE_OPS = ("placeholder", "call_method", "call_module", "call_function", "get_a
             "output", "root")
 DRAWN = settings(max_examples=30, deadline=None, database=None,
                  suppress_health_check=[HealthCheck.too_slow])
+#: for the tests that trace two graphs an example
+FEW = settings(DRAWN, max_examples=10)
 
 
 @functools.cache
@@ -64,8 +67,9 @@ def test_the_node_ops_are_torch_fx_s():
 @DRAWN
 @given(op_graphs())
 def test_node_inequality_is_identity(spec):
-    """``refimpl/cse/aliasing.py:46 core/ReplaceComparisonOperator_IsNot_NotEq 0`` and
-    ``refimpl/cse/eliminate.py:192 core/ReplaceComparisonOperator_IsNot_NotEq 3``: ``!=``
+    """``refimpl/cse/aliasing.py:46 core/ReplaceComparisonOperator_IsNot_NotEq 0``,
+    ``refimpl/cse/eliminate.py:192 core/ReplaceComparisonOperator_IsNot_NotEq 3`` and, on the
+    tree of seed 146862235, ``aliasing.py:73 ... 2`` and ``eliminate.py:188 ... 2``: ``!=``
     for ``is not`` between nodes. fx.Node defines no equality of its own (object's, which is
     identity), so the two agree on every pair of nodes, of one graph or of two."""
     assert fx.Node.__eq__ is object.__eq__ and fx.Node.__ne__ is object.__ne__
@@ -265,3 +269,76 @@ def test_lists_and_tuples_key_alike_on_either_path(spec, case):
     assert sequences
     for value in sequences:
         assert freeze(value, node_key) == _freeze_other(value, node_key)
+
+
+def test_graph_inequality_is_identity():
+    """``refimpl/cse/graph_check.py:44 core/ReplaceComparisonOperator_IsNot_NotEq 0``:
+    ``source.graph != graph`` for ``is not``. fx.Graph defines no equality of its own
+    (object's, which is identity): both agree on every pair of graphs, equal-looking or not."""
+    assert fx.Graph.__eq__ is object.__eq__ and fx.Graph.__ne__ is object.__ne__
+    graphs = [fx.Graph(), fx.Graph(), *_traced_functions()]
+    assert all((a != b) == (a is not b) for a, b in itertools.product(graphs, graphs))
+
+
+@FEW
+@given(op_graphs(), cse_cases())
+def test_node_order_is_graph_order(spec, case):
+    """``refimpl/cse/eliminate.py:188 core/ReplaceComparisonOperator_IsNot_Lt 2``
+    (``first < node`` for ``first is not node``) and ``:196 ... IsNot_Lt 4`` (``rep < n``
+    for ``rep is not n``). ``first`` (a key's table entry) and ``rep`` (a representative)
+    are the node itself or a node passed before it; fx.Node's ``<`` is graph order, so for
+    a node and any node at or before it, ``<`` is ``is not``: every such pair of the drawn
+    graphs, and the representatives found there come first."""
+    for graph in [*_graphs(spec), case.traced().graph]:
+        nodes = list(graph.nodes)
+        for i, later in enumerate(nodes):
+            assert all((earlier < later) == (earlier is not later) for earlier in nodes[:i + 1])
+        position = {n: i for i, n in enumerate(nodes)}
+        assert all(position[rep] < position[n] for n, rep in find_duplicates(graph).items())
+
+
+def test_an_unread_class_reads_before_every_position():
+    """``refimpl/cse/eliminate.py:94 core/NumberReplacer 0``: an unread class's last read
+    ``-2`` for ``-1``. Positions are 0 or more (``enumerate``) and a write is a position or
+    ``inf``: exhaustive over positions 0..8 and ``inf``, both defaults compare alike as the
+    later argument of ``_unseen`` (never equal to a write, always before it) and under
+    ``max`` with a read (the merged class's last read)."""
+    positions = [*range(9), math.inf]
+    for default in (-1, -2):
+        assert all(write != default and write > default for write in positions)
+    assert all(max(read, -1) == max(read, -2) == read for read in range(9))
+
+
+@FEW
+@given(op_graphs(), cse_cases())
+def test_the_result_is_a_fixpoint(spec, case):
+    """``refimpl/cse/eliminate.py:192 core/ReplaceComparisonOperator_IsNot_Is 3``:
+    ``refused += first is node`` counts the keyed nodes kept, not the refused merges, so the
+    mutant repeats passes while the last one removed something; the original also stops
+    after a pass that refused nothing. Both repeat the same pass on the same graph, so they
+    differ only if a pass over ``fx_graph_cse``'s result finds a duplicate: on the drawn
+    graphs (every cse_cases shape, refused and lifted merges among them) it finds none."""
+    for graph in [*_graphs(spec), case.traced().graph]:
+        assert find_duplicates(fx_graph_cse(graph)) == {}
+
+
+def test_a_method_name_is_no_function():
+    """``refimpl/cse/effects.py:169 core/ReplaceComparisonOperator_Eq_GtE 3`` and ``:284
+    ... Eq_GtE 7`` (tree of seed 146862235; 287 since): ``node.op >= "call_function"`` for
+    ``==``. Every op is ``>=`` it, and the nodes that reach those lines are call_function
+    and call_method (the others return earlier); fx lints a call_method's target to be a
+    str (the method name). A str has no ``__module__`` (line 169 asks whether it is
+    ``operator``'s) and no ``__name__``, so line 284's name is ``""``, which is no math
+    function, no builtin of the pure list and no ``torch.sym_*``: both conditions are
+    False for every call_method, as they are in the original."""
+    assert all(op >= "call_function" for op in NODE_OPS)
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    with pytest.raises((ValueError, RuntimeError)):
+        graph.output(graph.create_node("call_method", torch.cos, (x,)))
+        graph.lint()
+    for name in ("cos", "add_", "size", "max", "sym_float", *dir(torch.Tensor)):
+        assert getattr(name, "__module__", None) not in ("_operator", "operator")
+        assert getattr(name, "__name__", "") == ""
+    assert getattr(math, "", None) is None and getattr(builtins, "", None) is None
+    assert not "".startswith("sym_")
