@@ -31,6 +31,7 @@ from refimpl.partition.graph import JointGraph, JointNode
 #: ops the runtime-optimised plan may recompute although they are not pointwise or views
 #: (torch's recomputable-op allowlist; ``iota`` is what ``arange`` decomposes to).
 CHEAP_OPS = ("getitem", "full", "zeros", "ones", "empty", "arange", "iota", "scalar_tensor",
+             "index", "gather",
              "_to_copy", "clone", "lift_fresh_copy", "expand", "cat")
 
 
