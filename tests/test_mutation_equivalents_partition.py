@@ -24,6 +24,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from refimpl.partition import cost, fx_edge, partitioner, problem
 from refimpl.partition.api import joint_graph
 from refimpl.partition.options import PartitionOptions
+from tests.test_mutation_equivalents_checkpoint import _recording
 
 #: every role ``refimpl.partition.fx_edge`` assigns (graph.JointNode.role's comment)
 ROLES = ("primal", "tangent", "forward", "backward", "output")
@@ -202,27 +203,12 @@ def test_problem_32_a_problem_is_never_changed_nor_hashed(monkeypatch):
     budgets 0, a middle one and 1 records nothing (``hash`` would not even succeed: a
     Problem's ``Bans`` holds sets)."""
     calls: list[str] = []
-
     made: list[problem.Problem] = []
 
-    class Recording(problem.Problem):
+    class Recording(_recording(problem.Problem, calls)):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            object.__setattr__(self, "_built", True)  # assignments before this are __init__'s
             made.append(self)
-
-        def __setattr__(self, name, value):
-            if getattr(self, "_built", False):
-                calls.append(f"set {name}")
-            super().__setattr__(name, value)
-
-        def __delattr__(self, name):
-            calls.append(f"del {name}")
-            super().__delattr__(name)
-
-        def __hash__(self):
-            calls.append("hash")
-            return super().__hash__()
 
     monkeypatch.setattr(partitioner, "Problem", Recording)
     small, views = _graphs()
