@@ -34,14 +34,21 @@ gradients and RNG state after one step, and its RNG state after two forwards.
 * Output and gradients of the parameter and the input equal the unwrapped module's bit for
   bit (NaN where it has NaN), unless a dropout is recomputed without its RNG state.
 
+A second property gives ``context_fn`` results that are not a tuple of two context managers:
+the forward must refuse each with a one-line TypeError or ValueError naming ``context_fn``
+and leave no saved-tensor hooks behind. It fails on the ``torch`` target, which checks
+nothing of the result (docs/findings.md, "Checkpoint").
+
 Only where the backend's ``checkpoint`` takes options (refimpl and ``torch``'s composable
 checkpoint); the others skip, visibly.
 
-Reach (each example): the forward saves a tensor, so the backward recomputes.
+Reach (each example): the forward saves a tensor, so the backward recomputes; for the second
+property, the wrong result is a tuple (a check of its type alone lets it through).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import itertools
 from dataclasses import dataclass
@@ -229,3 +236,44 @@ def _judge(case: Case, options: Options, saves: tuple[int, int], want: Step, got
     assert _same(want.out, got.out), f"{what}: output {got.out}, expected {want.out}"
     for name, a, b in zip(("w", "input"), want.grads, got.grads):
         assert _same(a, b), f"{what}: gradient of {name} is {b}, expected the unwrapped {a}"
+
+
+#: context_fn results that are not a tuple of two context managers, by what is wrong
+NOT_A_PAIR = {
+    "three context managers": lambda: (contextlib.nullcontext(),) * 3,
+    "one context manager in a tuple": lambda: (contextlib.nullcontext(),),
+    "an empty tuple": lambda: (),
+    "a number as the recomputation's": lambda: (contextlib.nullcontext(), 5),
+    "a number as the forward's": lambda: (5, contextlib.nullcontext()),
+    "a list of two": lambda: [contextlib.nullcontext(), contextlib.nullcontext()],
+    "one context manager": lambda: contextlib.nullcontext(),
+}
+
+
+def _hooks_left() -> bool:
+    return torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
+
+
+@given(wrong=st.sampled_from(sorted(NOT_A_PAIR)), width=st.integers(1, 3))
+def test_context_fn_not_returning_a_pair_is_refused(refimpl_backend, wrong: str,
+                                                     width: int) -> None:
+    """torch documents ``context_fn`` as "a callable returning a tuple of two context
+    managers". Bad input is refused where it is given, naming it: a ``context_fn`` whose
+    result is not such a tuple makes the checkpointed forward raise a TypeError or ValueError
+    naming ``context_fn``, leaves no saved-tensor hooks behind, and does so again on the next
+    call (nothing of the failed call is left in the module). Reach: the result is a tuple
+    (a check of the type alone would let it through)."""
+    if not _takes_options(refimpl_backend):
+        pytest.skip(f"backend {refimpl_backend.name!r}: checkpoint(module) takes no options")
+    reach(isinstance(NOT_A_PAIR[wrong](), tuple))
+    apply = component(refimpl_backend, "checkpoint")
+    module = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Tanh())
+    model = apply(module, context_fn=NOT_A_PAIR[wrong]) or module
+    what = f"{refimpl_backend.name} checkpoint with a context_fn returning {wrong}"
+    for call in (1, 2):
+        x = torch.ones(2, width, requires_grad=True)
+        with pytest.raises((TypeError, ValueError), match="context_fn") as raised:
+            model(x)
+        assert not _hooks_left(), f"{what}: saved-tensor hooks left after call {call}"
+        assert "\n" not in str(raised.value).strip(), \
+            f"{what}: the error is not one line: {raised.value}"
