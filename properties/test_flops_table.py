@@ -16,7 +16,10 @@ table, from a hand count of the program's plain data, never from a counter:
 - ``get_table(depth)``, read back cell by cell, has exactly the rows, indentation, order,
   numbers in the one unit, and shares that the hand count gives at that depth;
 - with ``display=True``, each ``with`` printed that table at the constructor's depth and
-  nothing else; with ``display=False`` nothing.
+  nothing else; with ``display=False`` nothing;
+- a warning the constructor gives (torch's and refimpl's say ``mods`` is not needed) points
+  at the line that constructed the counter (its ``stacklevel``), not into the counter's own
+  module.
 
 Reach: some FLOPs were counted and ``get_table`` shows at least one module row.
 
@@ -26,6 +29,7 @@ loses every leading space (docs/findings.md, FLOPs 12); the rest of its table ag
 
 from __future__ import annotations
 
+import inspect
 import io
 import warnings
 from contextlib import redirect_stdout
@@ -70,10 +74,16 @@ def test_table_shows_the_hand_count(refimpl_backend, program: TableProgram, dept
     reach(total > 0 and any(not label.lstrip().startswith(("Global", "-"))
                             for label, _, _ in expected_rows(expected, shown)))
     modules = program.build()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # torch: "mods argument is not needed"
+    with warnings.catch_warnings(record=True) as caught:  # "mods argument is not needed"
+        warnings.simplefilter("always")
         counter = component(refimpl_backend, "flop_counter")(
             mods=_mods(mods, modules), depth=depth, display=display)
+    own_module = inspect.getfile(type(counter))
+    misplaced = [f"{w.filename}:{w.lineno}: {w.message}" for w in caught
+                 if w.filename == own_module]
+    assert not misplaced, (f"{refimpl_backend.name}: mods={mods}: the constructor's warning "
+                           f"points into the counter's own module, not at its caller: "
+                           f"{misplaced}")
     printed = io.StringIO()
     with redirect_stdout(printed):
         for _ in range(1 + reuse):
