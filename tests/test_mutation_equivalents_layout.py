@@ -11,18 +11,22 @@ properties draw. None asserts the mutated code's result from that same code.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import itertools
 import operator
 import sys
 
 import torch
+import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch import fx, nn
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from refimpl.layout import ops
 from refimpl.layout.decision import ConvSite, decide
+from refimpl.layout.decision import conv_class as decision_conv_class
 from refimpl.layout.facts import example_values, node_facts
 from refimpl.layout.options import MODES, LayoutOptions
 from refimpl.layout.plan import plan_layout
@@ -65,7 +69,10 @@ def test_op_kinds_are_the_module_constants(spec):
     ``ops.py:60 Eq_Is 1``, ``ops.py:72 Eq_Is 4``, ``plan.py:57 Eq_Is 1``, ``plan.py:63 Eq_Is
     2``, ``plan.py:65 Eq_Is 3``, ``plan.py:67 Eq_Is 4``. Every value of the op tables is one
     of the three constant objects, so ``op_kind`` returns one of them (or None) and ``==``
-    and ``is`` agree on its result, on every node drawn."""
+    and ``is`` agree on its result, on every node drawn. Also ``ops.py:87 Eq_GtE 5``
+    (``node.op == "call_module"`` -> ``>=`` in ``conv_operands``): it is called only for conv
+    nodes, which are ``call_function`` or ``call_module`` nodes, and for those two ``>=``
+    answers as ``==`` (``"call_function" < "call_module"``)."""
     tables = [*ops._FUNCTIONS.values(), *ops._METHODS.values(), *ops._MODULES.values()]
     assert all(any(v is k for k in KINDS) for v in tables)
     for gm in _graphs(spec):
@@ -73,6 +80,9 @@ def test_op_kinds_are_the_module_constants(spec):
             kind = ops.op_kind(node, gm)
             assert kind is None or any(kind is k for k in KINDS), (node.format_node(), kind)
             assert (kind == ops.CONV) == (kind is ops.CONV)
+            if kind == ops.CONV:  # conv_operands' node.op test: >= answers as ==
+                assert node.op in ("call_function", "call_module"), node.format_node()
+                assert (node.op >= "call_module") == (node.op == "call_module")
 
 
 @DRAWN
@@ -150,13 +160,14 @@ def test_conv_argument_padding():
         assert all(seven[i] is eight[i] for i in (0, 1, 6))
 
 
-#: the placeholder weight shapes of a dynamic conv site: refimpl's and the two mutants'
-PLACEHOLDERS = ((0, 0, 0, 0), (0, 0, -1, 0), (0, 0, 0, 1))
+#: the placeholder weight shapes of a dynamic conv site: refimpl's and the three mutants'
+PLACEHOLDERS = ((0, 0, 0, 0), (0, 0, -1, 0), (0, 0, 0, 1), (0, 0, 0, -1))
 
 
 def test_a_dynamic_conv_s_placeholder_shape_decides_nothing():
-    """``refimpl/layout/facts.py:120 core/NumberReplacer 23`` and ``... 24``: the weight
-    shape a dynamic conv site gets, ``(0, 0, 0, 0)`` -> ``(0, 0, -1, 0)`` or ``(0, 0, 0, 1)``.
+    """``refimpl/layout/facts.py:120 core/NumberReplacer 23``, ``... 24`` and ``... 25``: the
+    weight shape a dynamic conv site gets, ``(0, 0, 0, 0)`` -> ``(0, 0, -1, 0)``,
+    ``(0, 0, 0, 1)`` or ``(0, 0, 0, -1)``.
     A dynamic site has 0 FLOPs, and the rule answers "no" for any graph with a dynamic conv
     before it reads a class. Exhaustive over the three placeholders, with and without a
     static conv of each class beside it, every mode, both phases, and node counts either
@@ -188,7 +199,9 @@ def test_an_inplace_member_has_its_roots_strides(spec):
     (plan.plain_classes: any other member makes the class not plain either way). In such a
     class each member is its first argument, the root or another such member, so it has its
     root's size, strides and offset (0, a fresh value's) exactly, and every such comparison
-    answers True, as ``==`` does; checked on every such member of the
+    answers True, as ``==`` does (``facts.py:100 Eq_IsNot 1``, strides ``==`` -> ``is not``:
+    each ``stride()`` call makes a fresh tuple, so it answers True too); checked on every
+    such member of the
     drawn nets, in training and inference. (A class that also holds a view, such as
     ``y.view(-1).mul_(2)``, may hold in-place members with other strides; it is not plain
     under either comparison.)"""
@@ -207,6 +220,7 @@ def test_an_inplace_member_has_its_roots_strides(spec):
                     a, b = values[f.name], values[root]
                     assert (a.shape, a.stride()) == (b.shape, b.stride()), f.name
                     assert a.storage_offset() is b.storage_offset(), f.name  # both 0
+                    assert a.stride() is not b.stride(), f.name  # fresh tuples, equal
 
 
 def test_layouts_and_conv_classes_are_singletons():
@@ -223,3 +237,92 @@ def test_layouts_and_conv_classes_are_singletons():
     for shape, groups in itertools.product(shapes, (1, 2, 8)):
         kind = ConvSite("c", shape, groups, 1).kind
         assert kind is sys.intern(kind) and (kind is "small") == (kind == "small")  # noqa: F632
+
+
+def test_conv_groups_are_positive():
+    """``refimpl/layout/decision.py:43 core/ReplaceComparisonOperator_Gt_NotEq 0``
+    (``groups > 1`` -> ``groups != 1`` in ``conv_class``). torch refuses a conv with fewer
+    than one group (``nn.Conv2d`` and ``F.conv2d`` raise), so every conv whose example values
+    exist has ``groups >= 1`` (a site with non-int groups gets 1), and there the two tests
+    agree. Exhaustive over groups 1-16 and a grid of weight shapes: the same class."""
+    for build in (lambda: nn.Conv2d(4, 4, 1, groups=0),
+                  lambda: torch.conv2d(torch.ones(1, 4, 2, 2), torch.ones(4, 4, 1, 1),
+                                       groups=0)):
+        try:
+            build()
+        except (ValueError, RuntimeError, ZeroDivisionError):
+            continue
+        raise AssertionError("torch took a conv with groups=0")
+    shapes = itertools.product((1, 2, 8, 64, 65, 160), (1, 2, 8, 64, 65, 160), (1, 2, 3), (1, 3))
+    for shape, groups in itertools.product(shapes, range(1, 17)):
+        out_ch, in_ch, kh, _ = shape
+        mutant = ("grouped" if groups != 1 and in_ch > 1 else
+                  "small" if out_ch <= 64 and in_ch <= 64 else
+                  "in_out" if 2 * out_ch <= in_ch and kh > 1 else "default")
+        assert decision_conv_class(shape, groups) == mutant, (shape, groups)
+
+
+def test_never_returns_before_the_always_test():
+    """``refimpl/layout/decision.py:99 core/ReplaceComparisonOperator_Eq_LtE 1``
+    (``options.mode == "always"`` -> ``<=``). ``LayoutOptions`` takes only the three
+    :data:`MODES`, ``"never"`` returns at the rule's first test, and of the other two
+    ``"auto" <= "always"`` is False as ``==`` is (``"u" > "l"``). Exhaustive over the modes;
+    a "never" decision never reads the always test (the same answer and reason whatever the
+    convs, phase and node count)."""
+    for mode in MODES:
+        if mode != "never":
+            assert (mode <= "always") == (mode == "always"), mode
+    sites = [ConvSite("c", (96, 72, 3, 3), 1, 1000)]
+    for inference, nodes in itertools.product((True, False), (3, 900)):
+        d = decide(sites, nodes, inference, LayoutOptions(mode="never"))
+        assert (d.channels_last, d.reason) == (False, "mode='never'")
+    try:
+        LayoutOptions(mode="alwayz")
+    except ValueError:
+        return
+    raise AssertionError("LayoutOptions took a mode outside MODES")
+
+
+class Activations(nn.Module):
+    """A conv, then each activation of ``ops._INPLACE_FLAG`` called without an ``inplace``
+    argument, in the order ``order`` gives, and a sum with the conv's output."""
+
+    def __init__(self, order: tuple[int, ...]) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3, padding=1)
+        self.relu, self.silu = nn.ReLU(), nn.SiLU()
+        calls = (F.relu, F.silu, lambda h: F.hardtanh(h, -1.0, 1.0), F.relu6, self.relu,
+                 self.silu)
+        self.calls = [calls[i] for i in order]
+
+    def forward(self, x):
+        y = self.conv(x)
+        h = y
+        for call in self.calls:
+            h = call(h)
+        return h + y
+
+
+@DRAWN
+@given(order=st.permutations(range(6)), training=st.booleans())
+def test_an_activation_without_inplace_plans_alike_as_inplace(order, training):
+    """``refimpl/layout/ops.py:71 core/ReplaceFalseWithTrue 0`` (``getattr(module,
+    "inplace", False)`` -> ``True``) and ``ops.py:99 ... 1`` (``arguments.get("inplace",
+    False)`` -> ``True``): an activation of ``_INPLACE_FLAG`` called with no ``inplace``
+    argument taken for in-place. Its modules always have an ``inplace`` attribute (the
+    default is never read); its functions take one tensor and return a fresh one, which is
+    the root of its own alias class, so ``inplace`` (first input channels-last) and
+    ``pointwise`` (any input channels-last) compute channels-last alike, and the class is
+    plain either way. Checked: the plan of such graphs (dynamo's call form: the functions
+    kept as calls) is the same with those nodes' kind ``pointwise`` as ``inplace``."""
+    assert all(hasattr(m(), "inplace") for m in (nn.ReLU, nn.SiLU))
+    module = Activations(order).train(training)
+    tracer = fx.Tracer(autowrap_functions=(F.relu, F.silu, F.hardtanh, F.relu6))
+    gm = fx.GraphModule(module, tracer.trace(module))
+    x = torch.randn(1, 4, 4, 4).requires_grad_(training)
+    facts = node_facts(gm, example_values(gm, [x]))
+    activations = [f for f in facts if f.kind == ops.POINTWISE and f.name != "add"]
+    assert len(activations) == 6, [(f.name, f.kind) for f in facts]
+    as_inplace = [dataclasses.replace(f, kind=ops.INPLACE) if f in activations else f
+                  for f in facts]
+    assert plan_layout(as_inplace) == plan_layout(facts)
