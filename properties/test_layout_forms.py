@@ -1,13 +1,17 @@
 """A layout component on graphs whose form the random nets never take, through the backend
 under test: a conv module called with its input by keyword, a graph input that is not a
-tensor, and dynamic shapes (one compiled graph run at several image sizes).
+tensor, dynamic shapes (one compiled graph run at several image sizes), and a net returning
+a pooled 1x1 image beside an unbatched (3-d) conv's output.
 
 Each is a form a real model takes: ``self.conv(input=x)`` is plain Python; a scale factor or
 a flag passed to ``forward`` is a graph input that is a number; and dynamo recompiles a net
 with symbolic sizes when it sees a second image size (``automatic_dynamic_shapes``), after
 which one graph runs at every size. A layout pass that expects a positional input, fakes
 every graph input as a tensor, or converts a graph whose sizes are symbolic (restoring
-strides read off the first size's example) crashes or returns wrong strides there.
+strides read off the first size's example) crashes or returns wrong strides there. A
+classifier's pooled features are a 1x1 image, whose channels-last strides differ from
+eager's though both orders read its elements alike; and ``nn.Conv2d`` takes an unbatched
+3-d input, which has no channels-last form.
 
 The expectation is eager itself: the compiled module's outputs have eager's values (dynamo's
 accuracy rule, :mod:`refimpl.expect.same`, against a float64 run) and exactly eager's strides,
@@ -119,3 +123,40 @@ def test_dynamic_shapes_keep_eager_outputs(refimpl_backend, sizes, device):
     reach(len(seen) >= 2 and bool(seen[0]))
     for size, expected, actual, fp64 in runs:
         assert_as_eager(expected, actual, fp64, f"{size}x{size} image, sizes {sizes}")
+
+
+class PooledAndUnbatched(nn.Module):
+    """Two default convs (72 -> 96 -> 96) pooled to a 1x1 image (``adaptive_avg_pool2d``,
+    as a classifier's head does), and a 1x1 conv of the first image alone, unbatched
+    (72 -> 8 channels on a 3-d input): returns the pooled features, the unbatched output and
+    the second conv's output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Conv2d(72, 96, 3, padding=1)
+        self.second = nn.Conv2d(96, 96, 3, padding=1)
+        self.side = nn.Conv2d(72, 8, 1)
+
+    def forward(self, x: torch.Tensor):
+        h = self.second(torch.relu(self.first(x)))
+        pooled = torch.nn.functional.adaptive_avg_pool2d(torch.relu(h), 1)
+        return pooled, self.side(x[0]), h
+
+
+@given(size=st.integers(2, 5), device=devices())
+def test_pooled_and_unbatched_outputs_keep_eager_strides(refimpl_backend, size, device):
+    """A net returning a 1x1 pooled image, an unbatched conv's 3-d output and a 4-d conv
+    output: each has eager's values and exactly eager's strides. Reach: a conversion
+    happened."""
+    torch.manual_seed(0)
+    module = PooledAndUnbatched().eval().to(device)
+    fp64_module = copy.deepcopy(module).double()
+    x = torch.randn(1, 72, size, size, device=device)
+    with torch.no_grad():
+        expected, fp64 = module(x), fp64_module(x.double())
+        compiled, seen = layout_compile(refimpl_backend, module, device)
+        actual = compiled(x)
+    reach(any(bool(s) for s in seen))
+    for what, e, a, f in zip(("pooled 1x1", "unbatched conv", "second conv"), expected,
+                             actual, fp64):
+        assert_as_eager(e, a, f, f"{what}, {size}x{size} image")

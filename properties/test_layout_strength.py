@@ -140,9 +140,11 @@ def test_inference_conversion_follows_inductors_rule(refimpl_backend, spec, devi
 class OneConv(nn.Module):
     """A conv and a relu: the smallest net whose conv class decides the layout."""
 
-    def __init__(self, in_ch: int, out_ch: int, kernel: int, groups: int) -> None:
+    def __init__(self, in_ch: int, out_ch: int, kernel, groups: int) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(in_ch, out_ch, kernel, padding=kernel // 2, groups=groups)
+        kh, kw = kernel if isinstance(kernel, tuple) else (kernel, kernel)
+        self.conv = nn.Conv2d(in_ch, out_ch, (kh, kw), padding=(kh // 2, kw // 2),
+                              groups=groups)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.conv(x))
@@ -202,11 +204,13 @@ class ConvThenChain(nn.Module):
 #: (in, out, kernel, groups) one step either side of each class boundary of the rule:
 #: groups 1 | 2 with 80 input channels a group; out 64 | 65 with in 64; in 64 | 65 with out
 #: 64; 2 * out == in (in_out) | 2 * out > in > out (default); kernel 3 | 1 for a
-#: channel-reducing conv; depthwise (one input channel a group, never grouped), wide
+#: channel-reducing conv, and kernel heights 2 | 1 (a 2x2 kernel, and 1x3 | 3x1: inductor reads
+#: the kernel's height only); depthwise (one input channel a group, never grouped), wide
 #: (default) and narrow (small).
 BOUNDARY_CONVS = [(160, 160, 3, 1), (160, 160, 3, 2), (64, 64, 3, 1), (64, 65, 3, 1),
                   (65, 64, 3, 1), (80, 40, 3, 1), (100, 72, 3, 1), (160, 8, 1, 1),
-                  (160, 8, 3, 1), (96, 96, 3, 96), (32, 32, 3, 32)]
+                  (160, 8, 3, 1), (160, 8, 2, 1), (160, 8, (1, 3), 1), (160, 8, (3, 1), 1),
+                  (96, 96, 3, 96), (32, 32, 3, 32)]
 
 
 @given(size=st.integers(2, 5), device=devices())
@@ -339,10 +343,13 @@ def test_conv_call_forms_decide_as_inductor(refimpl_backend, conv, form, graph, 
     (groups positional, by keyword, or left to its default), in the graph
     ``symbolic_trace`` makes (``call_module``, or ``call_function`` with the arguments as
     written) or dynamo's (``torch.conv2d`` with every argument positional): the backend
-    converts iff inductor's rule says, on the conv eager ran. Reach: the drawn conv
+    converts iff inductor's rule says, on the conv eager ran. A functional call whose groups
+    is not positional is also checked with groups left to its default. Reach: the drawn conv
     converted."""
-    results = [_form_decision(refimpl_backend, c, form, graph, positional, omit_groups,
-                              training, device) for c in dict.fromkeys([conv, FORM_CONVS[0]])]
+    omits = dict.fromkeys([omit_groups, form == "functional" and positional < 7])
+    results = [_form_decision(refimpl_backend, c, form, graph, positional, omit, training,
+                              device)
+               for c in dict.fromkeys([conv, FORM_CONVS[0]]) for omit in omits]
     reach(results[0][0])
     for converted, expected, convs in results:
         assert converted == expected, (
