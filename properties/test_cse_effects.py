@@ -9,6 +9,9 @@
 * a maybe-copy op (``reshape``, ``flatten``, ``contiguous``) twice, one result written, in
   an aten graph whose values were not all recorded (a pass added nodes without
   ``meta["val"]``): whether it copied is unknown, and the result must still be sound;
+* a maybe-copy op twice on one value, the first result written, with recorded values whose
+  sizes are static or symbols: merged when both are views of a contiguous input (the op
+  run on the recorded values says so), never when each copies a transposed one;
 * a pure op twice and an in-place op writing the first while reading the second: merged
   when the op is pointwise (``a.add_(b)`` becomes ``a.add_(a)``, the same values), never
   when it is not (``a.addmm_(b, b)`` reading what it writes computes something else).
@@ -86,4 +89,12 @@ def test_a_repeat_nobody_reads_is_removed_after_a_write(refimpl_backend, case):
 def test_a_merge_refused_for_a_read_that_goes_is_made(refimpl_backend, case):
     """``a = clone(x); b = clone(x); r = cos(b); a.mul_(2); s = cos(b)``: ``s`` is ``r``, and
     then ``b`` is ``a`` (read only before the write): both removed."""
+    _judged(refimpl_backend, case, merged=True)
+
+
+@given(cse_cases(("maybe_copy_twice",)))
+def test_a_maybe_copy_is_merged_exactly_when_it_is_a_view(refimpl_backend, case):
+    """``r = reshape(y); s = reshape(y); r.mul_(2); cos(s)``: one value when ``y`` is
+    contiguous (both are views of it: expected merged), two when it is transposed (both
+    copy), with static sizes and with symbolic ones."""
     _judged(refimpl_backend, case, merged=True)

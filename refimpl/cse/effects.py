@@ -29,6 +29,7 @@ functions by name; everything else is opaque.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import inspect
 import math
 from dataclasses import dataclass, replace
@@ -114,8 +115,9 @@ def effects_of(nodes) -> dict[fx.Node, Effect]:
 
 def _resolve_copy(node: fx.Node, effect: Effect) -> Effect:
     """A maybe-copy whose inputs' traced values (``meta["val"]``, as make_fx and dynamo record)
-    show what it does: a view if, run on meta tensors of the inputs' sizes, strides and
-    dtypes, it returns its input or a view; else a copy.
+    show what it does: a view if, run on tensors of the inputs' sizes, strides and dtypes
+    (:func:`_returns_view`; symbolic sizes too), it returns its input or a view; else a
+    copy.
 
     The op is re-run rather than the recorded output's storage compared with its input's:
     after any rewrite (a CSE merge redirects a reader to an equal value) the recorded values
@@ -131,27 +133,44 @@ def _resolve_copy(node: fx.Node, effect: Effect) -> Effect:
 
 
 def _returns_view(node: fx.Node, source: fx.Node) -> bool | None:
-    """Does ``node`` return ``source`` or a view of it? None: unknown (a value not traced)."""
-    metas: dict[fx.Node, torch.Tensor] = {}
+    """Does ``node`` return ``source`` or a view of it? None: unknown (a value not traced).
 
-    def to_meta(value):
+    Tensors are blanks of the recorded sizes, strides and dtypes on the meta device; a
+    recorded fake tensor (make_fx, dynamo: its sizes may be symbols, ``(s0, s0)``) is used
+    itself, and the op run in its fake mode, where symbolic strides still say whether a
+    view is possible. A recorded size (a SymInt argument) is passed as recorded."""
+    blanks: dict[fx.Node, torch.Tensor] = {}
+    modes: list = []
+
+    def to_blank(value):
         if not isinstance(value, fx.Node):
             return value
         val = value.meta.get("val")
+        if isinstance(val, (int, torch.SymInt)):
+            return val
         if not isinstance(val, torch.Tensor):
             raise LookupError(value)
-        if value not in metas:
-            metas[value] = torch.empty_strided(val.shape, val.stride(), dtype=val.dtype,
-                                               device="meta")
-        return metas[value]
+        if value not in blanks:
+            blanks[value] = _blank_like(val, modes)
+        return blanks[value]
 
     try:
-        args, kwargs = fx.node.map_aggregate((node.args, node.kwargs), to_meta)
-        with torch.no_grad():
+        args, kwargs = fx.node.map_aggregate((node.args, node.kwargs), to_blank)
+        with modes[0] if modes else contextlib.nullcontext(), torch.no_grad():
             out = node.target(*args, **kwargs)
-    except Exception:  # untraced input, symbolic sizes, an op without a meta kernel
+    except Exception:  # untraced input, inputs of two fake modes, an op without a meta kernel
         return None
-    return out is metas[source] or (isinstance(out, torch.Tensor) and out._is_view())
+    return out is blanks[source] or (isinstance(out, torch.Tensor) and out._is_view())
+
+
+def _blank_like(val: torch.Tensor, modes: list) -> torch.Tensor:
+    """``val`` itself if it is a fake tensor (its mode appended to ``modes``), else an
+    uninitialised meta tensor of its sizes, strides and dtype."""
+    mode = getattr(val, "fake_mode", None)
+    if mode is not None:
+        modes.append(mode)
+        return val
+    return torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device="meta")
 
 
 def effect_of(node: fx.Node) -> Effect:

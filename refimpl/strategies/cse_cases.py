@@ -3,7 +3,8 @@
 
 A :class:`CseCase` is a shape's name (a key of :data:`SHAPES`), the dialect (``"aten"``:
 aten ``OpOverload`` calls with make_fx's ``meta["val"]``; ``"torch"``: torch functions and
-Tensor methods as symbolic_trace records them, no values) and the shape's drawn choices.
+Tensor methods as symbolic_trace records them, no values; ``"symbolic"``: aten calls with
+fake values whose sizes are symbols) and the shape's drawn choices.
 ``case.traced()`` builds the ``fx.GraphModule``; the nodes a CSE must never merge (writes,
 random draws, opaque calls) carry ``meta[KEEP_META]``; ``case.expected_merges`` is how many
 nodes a sound CSE can remove by hand (the property asks for at least that many), 0 where
@@ -34,6 +35,10 @@ The shapes (each a class of bugs, not one bug):
 * ``unrecorded_values``: a maybe-copy op (``reshape``, ``flatten``, ``contiguous``) twice,
   one result written, the other read, in an aten graph where some values were never
   recorded (a graph a pass extended without ``meta["val"]``);
+* ``maybe_copy_twice``: a maybe-copy op (``reshape``, ``flatten``, ``contiguous``) twice on
+  one value, the first result written, the second read, the sizes static or symbols (the
+  ``symbolic`` dialect: make_fx's fake values of sizes ``(s0, s0)``): a view of a contiguous
+  input (expected merged), a copy of its transpose (never merged);
 * ``write_reads_twin``: a pure op twice and an in-place op that writes the first while
   reading the second: pointwise (``a.add_(b)``: the merge is sound, expected) or not
   (``a.addmm_(b, b)``: never);
@@ -62,7 +67,7 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 from torch import fx
 
-from refimpl.strategies.graphs import annotate
+from refimpl.strategies.graphs import annotate, annotate_symbolic
 
 aten = torch.ops.aten
 
@@ -159,8 +164,11 @@ class CseCase:
 
     def traced(self) -> fx.GraphModule:
         """:meth:`build`, with make_fx's ``meta["val"]`` in the aten dialect (all values but
-        those ``unrecorded_values`` leaves out)."""
+        those ``unrecorded_values`` leaves out); in the symbolic one, fake tensors whose
+        sizes are symbols (``(s0, s0)``), as ``tracing_mode="symbolic"`` records them."""
         gm = self.build()
+        if self.style == "symbolic":
+            return annotate_symbolic(gm, self.example_inputs())
         if self.style != "aten":
             return gm
         annotate(gm, self.example_inputs())
@@ -203,7 +211,7 @@ class _Emit:
     def op(self, aten_op, torch_name: str, *args, keep: bool = False, **kwargs) -> fx.Node:
         """``aten_op(*args)`` in aten; ``torch_name`` in torch: ``".m"`` a Tensor method,
         ``"F.f"`` a functional, else a ``torch`` function."""
-        if self.style == "aten":
+        if self.style in ("aten", "symbolic"):
             return self.call(aten_op, *args, keep=keep, **kwargs)
         if torch_name.startswith("."):
             node = self.graph.call_method(torch_name[1:], args, kwargs)
@@ -364,6 +372,18 @@ def _unrecorded_values(emit, xs, transposed, op, writer, unrecorded):
     return [emit.call(aten.cos.default, second)]
 
 
+def _maybe_copy_twice(emit, xs, transposed, op, writer):
+    """aten (static or symbolic sizes): ``first = op(y); second = op(y); first.<writer>();
+    cos(second)`` with ``y`` the input (contiguous: each call is a view of it, or it
+    itself, so the two are one value and are expected merged) or its transpose (each call
+    copies: two storages, never merged, for the write to one is not seen by the other)."""
+    base = emit.call(aten.t.default, xs[0]) if transposed else xs[0]
+    aten_op, args = MAYBE_COPY[op]
+    first, second = emit.call(aten_op, base, *args), emit.call(aten_op, base, *args)
+    written = emit.write(writer, first)
+    return [emit.call(aten.cos.default, second), emit.call(aten.neg.default, written)]
+
+
 def _write_reads_twin(emit, xs, clone, pure, writer):
     """aten only: ``a = pure(x); b = pure(x); a.<writer>(b ...)``."""
     base = emit.base(xs[0], clone)
@@ -469,6 +489,9 @@ SHAPES: dict[str, Shape] = {
     "unrecorded_values": Shape(_unrecorded_values, 1, ("aten",), (
         _BOOL, tuple(MAYBE_COPY), tuple(WRITERS),
         (("x0",), ("t_default",), ("x0", "t_default")))),
+    "maybe_copy_twice": Shape(_maybe_copy_twice, 1, ("aten", "symbolic"), (
+        _BOOL, tuple(MAYBE_COPY), tuple(WRITERS)),
+        merges=lambda transposed, op, writer: 0 if transposed else 1),
     "write_reads_twin": Shape(_write_reads_twin, 1, ("aten",), (
         _BOOL, tuple(PURE), ("add_", "mul_", "sub_", "addmm_")),
         merges=lambda clone, pure, writer: 0 if writer == "addmm_" else 1),
