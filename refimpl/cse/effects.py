@@ -138,7 +138,7 @@ def _returns_view(node: fx.Node, source: fx.Node) -> bool | None:
     Tensors are blanks of the recorded sizes, strides and dtypes on the meta device; a
     recorded fake tensor (make_fx, dynamo: its sizes may be symbols, ``(s0, s0)``) is used
     itself, and the op run in its fake mode, where symbolic strides still say whether a
-    view is possible. A recorded size (a SymInt argument) is passed as recorded."""
+    view is possible."""
     blanks: dict[fx.Node, torch.Tensor] = {}
     modes: list = []
 
@@ -146,8 +146,6 @@ def _returns_view(node: fx.Node, source: fx.Node) -> bool | None:
         if not isinstance(value, fx.Node):
             return value
         val = value.meta.get("val")
-        if isinstance(val, (int, torch.SymInt)):
-            return val
         if not isinstance(val, torch.Tensor):
             raise LookupError(value)
         if value not in blanks:
@@ -158,7 +156,7 @@ def _returns_view(node: fx.Node, source: fx.Node) -> bool | None:
         args, kwargs = fx.node.map_aggregate((node.args, node.kwargs), to_blank)
         with modes[0] if modes else contextlib.nullcontext(), torch.no_grad():
             out = node.target(*args, **kwargs)
-    except Exception:  # untraced input, inputs of two fake modes, an op without a meta kernel
+    except Exception:  # an untraced or non-tensor graph value, two fake modes, no meta kernel
         return None
     return out is blanks[source] or (isinstance(out, torch.Tensor) and out._is_view())
 
