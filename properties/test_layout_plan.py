@@ -7,17 +7,27 @@ channels-last, and which outputs alias each other.
 
 The net: a small conv (4 -> 8 channels, 3x3, a 4x4 image; in inference inductor's rule
 converts it: a small conv's channels-last cost is 0.783 of contiguous) returning its own
-output and the end of a chain of steps drawn from
+output and the end of a chain of steps drawn from every op family a channels-last value
+flows through, in each call form a graph holds (:data:`STEPS`):
 
-``relu``   ``torch.relu(h)``: pointwise, so channels-last when ``h`` is;
-``relu_``  ``h.relu_()``: in place, so it is ``h`` (and channels-last when ``h`` is);
-``scale``  ``2 * h``: pointwise with a number first;
-``cat``    ``torch.cat([h, h], 1)``: an eager-layout consumer (refimpl.layout.ops: it only
-           ever sees eager strides), so its result is contiguous, as is all that follows;
-``clone``  ``h.clone()``: an eager-layout consumer taking ``h`` itself, not in a list
-           (a clone of a channels-last tensor would be channels-last).
+*pointwise*  activations (``torch.relu``, ``F.silu``, ``F.gelu``, ``h.sigmoid()``,
+             ``torch.tanh``, ``nn.ReLU()``), arithmetic with a number or with itself
+             (``2 * h``, ``torch.sub``, ``h.mul``, ``h + h``), batch norm and pooling
+             (``nn.BatchNorm2d``, ``nn.MaxPool2d``, ``F.avg_pool2d``,
+             ``F.adaptive_avg_pool2d``): channels-last when ``h`` is;
+*in place*   ``h.relu_()``, ``h.mul_``, ``h.add_``, ``h.sub_``, ``F.relu(h, True)``,
+             ``F.hardtanh(h, -2.0, 2.0, True)``, ``nn.ReLU(inplace=True)``,
+             ``nn.SiLU(inplace=True)``: the result is ``h`` (and channels-last when ``h`` is);
+*eager layout*  ``torch.cat([h, h])`` and ``h.clone()``: eager-layout consumers
+             (refimpl.layout.ops: they only ever see eager strides), so their result is
+             contiguous, as is all that follows (a clone of a channels-last tensor would be
+             channels-last).
 
-Expected: the conv and every step before the first ``cat`` or ``clone`` are computed
+The functions dynamo keeps as calls (``F.relu``, ``F.silu``, ``F.hardtanh``,
+``F.adaptive_avg_pool2d``) stay calls in the traced graph, with their arguments as written
+(dynamo records ``F.relu(h, True)`` with ``inplace`` by position).
+
+Expected: the conv and every step before the first eager-layout consumer are computed
 channels-last, none from it on (a chain of layout-agnostic ops after a conv stays
 channels-last, with no round trip, as inductor's pointwise ops follow their input's layout);
 the outputs have eager's values and strides, and alias each other exactly when eager's do.
@@ -28,8 +38,11 @@ An FX pass's graph is read (:func:`refimpl.expect.layout.converted_values`); a c
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import fx, nn
@@ -40,33 +53,68 @@ from refimpl.oracle.backend import provided_by
 from refimpl.properties.reach import reach
 from refimpl.strategies.nets import devices
 
-STEPS = ("relu_", "relu", "scale", "cat", "clone")
+#: step -> what it does to ``h`` (module steps use the module the chain holds for them).
+STEPS = {
+    "relu": lambda m, h: torch.relu(h),
+    "silu": lambda m, h: F.silu(h),
+    "gelu": lambda m, h: F.gelu(h),
+    "sigmoid": lambda m, h: h.sigmoid(),
+    "tanh": lambda m, h: torch.tanh(h),
+    "ReLU": lambda m, h: m.relu(h),
+    "scale": lambda m, h: 2 * h,
+    "sub": lambda m, h: torch.sub(h, 1.0),
+    "mul": lambda m, h: h.mul(0.5),
+    "add": lambda m, h: h + h,
+    "BatchNorm2d": lambda m, h: m.bn(h),
+    "MaxPool2d": lambda m, h: m.max_pool(h),
+    "avg_pool2d": lambda m, h: F.avg_pool2d(h, 3, 1, 1),
+    "adaptive_avg_pool2d": lambda m, h: F.adaptive_avg_pool2d(h, 4),
+    "relu_": lambda m, h: h.relu_(),
+    "mul_": lambda m, h: h.mul_(0.5),
+    "add_": lambda m, h: h.add_(1.0),
+    "sub_": lambda m, h: h.sub_(h, alpha=0.5),
+    "F.relu(h, True)": lambda m, h: F.relu(h, True),
+    "F.hardtanh(h, -2.0, 2.0, True)": lambda m, h: F.hardtanh(h, -2.0, 2.0, True),
+    "ReLU(inplace=True)": lambda m, h: m.relu_module_(h),
+    "SiLU(inplace=True)": lambda m, h: m.silu_module_(h),
+    "cat": lambda m, h: torch.cat([h, h]),
+    "clone": lambda m, h: h.clone(),
+}
 EAGER_LAYOUT = ("cat", "clone")
+FLOWING = tuple(sorted(s for s in STEPS if s not in EAGER_LAYOUT))
+#: the functions dynamo records as calls (not traced into), kept so by the tracer here.
+KEPT_CALLS = (F.relu, F.silu, F.hardtanh, F.adaptive_avg_pool2d)
 
 
 class ConvChain(nn.Module):
-    """A conv, then ``steps``; returns the conv's output and the chain's end."""
+    """A conv, then ``steps`` (:data:`STEPS`); returns the conv's output and the chain's end."""
 
     def __init__(self, steps: tuple[str, ...]) -> None:
         super().__init__()
         self.conv = nn.Conv2d(4, 8, 3, padding=1)
+        self.relu, self.bn, self.max_pool = nn.ReLU(), nn.BatchNorm2d(8), nn.MaxPool2d(3, 1, 1)
+        self.relu_module_, self.silu_module_ = nn.ReLU(inplace=True), nn.SiLU(inplace=True)
         self.steps = steps
 
     def forward(self, x: torch.Tensor):
         y = self.conv(x)
         h = y
         for step in self.steps:
-            if step == "relu_":
-                h = h.relu_()
-            elif step == "relu":
-                h = torch.relu(h)
-            elif step == "scale":
-                h = 2 * h
-            elif step == "cat":
-                h = torch.cat([h, h], 1)
-            else:
-                h = h.clone()
+            h = STEPS[step](self, h)
         return y, h
+
+
+def trace(module: nn.Module) -> fx.GraphModule:
+    """``module``'s graph as dynamo records it: :data:`KEPT_CALLS` kept as calls, and an
+    ``inplace`` argument by position (the tracer records it by keyword; dynamo records
+    ``F.relu(h, True)`` as written)."""
+    graph = fx.Tracer(autowrap_functions=KEPT_CALLS).trace(module)
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in KEPT_CALLS and node.kwargs:
+            bound = inspect.signature(node.target).bind(*node.args, **node.kwargs)
+            bound.apply_defaults()
+            node.args, node.kwargs = tuple(bound.arguments.values()), {}
+    return fx.GraphModule(module, graph)
 
 
 def expected_channels_last(gm: fx.GraphModule, steps: tuple[str, ...]) -> set[str]:
@@ -82,8 +130,20 @@ def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
-@given(steps=st.lists(st.sampled_from(STEPS), min_size=1, max_size=3).map(tuple),
-       device=devices())
+@st.composite
+def chains(draw) -> tuple[str, ...]:
+    """Up to every layout-agnostic step once, in a drawn order (so each family appears in
+    about half the examples), with an eager-layout consumer at a drawn place, or none."""
+    order = draw(st.permutations(FLOWING))
+    flowing = order[:draw(st.integers(1, len(FLOWING)))]
+    eager = draw(st.sampled_from([None, *EAGER_LAYOUT]))
+    if eager is None:
+        return tuple(flowing)
+    at = draw(st.integers(0, len(flowing)))
+    return (*flowing[:at], eager, *flowing[at:])
+
+
+@given(steps=chains(), device=devices())
 def test_chain_after_conv_stays_channels_last(refimpl_backend, steps, device):
     """The conv and the steps before an eager-layout consumer compute channels-last, nothing
     after; outputs keep eager's values, strides and aliasing."""
@@ -92,7 +152,7 @@ def test_chain_after_conv_stays_channels_last(refimpl_backend, steps, device):
     torch.manual_seed(0)
     module = ConvChain(steps).eval().to(device)
     x = torch.randn(1, 4, 4, 4, device=device)
-    gm = fx.symbolic_trace(module)
+    gm = trace(module)
     names = {n.name for n in gm.graph.nodes}
     expected = expected_channels_last(gm, steps)
     with torch.no_grad():

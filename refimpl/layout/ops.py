@@ -11,11 +11,12 @@ Each entry is one of:
 ``pointwise`` out-of-place and layout-agnostic (batch norm, activations, pooling,
               arithmetic): its result is channels-last when one of its inputs is;
 ``inplace``  layout-agnostic and writes into its first argument (``relu_``, ``add_``,
-              ``F.relu(x, inplace=True)``): its result *is* its first argument.
+              ``F.relu(x, inplace=True)``, ``F.relu(x, True)``): its result *is* its input.
 """
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Hashable
 from typing import Any
@@ -59,7 +60,7 @@ def op_kind(node: fx.Node, gm: fx.GraphModule) -> str | None:
         kind = _FUNCTIONS.get(node.target) if isinstance(node.target, Hashable) else None
         if kind == CONV and not _input_is_positional(node):
             return None
-        if kind and node.target in _INPLACE_FLAG and node.kwargs.get("inplace", False):
+        if kind and node.target in _INPLACE_FLAG and _inplace_argument(node):
             return INPLACE
         return kind
     if node.op == "call_method":
@@ -89,3 +90,10 @@ def conv_operands(node: fx.Node, gm: fx.GraphModule) -> tuple[Any, Any, int]:
     args = list(node.args) + [None] * 7
     groups = node.kwargs.get("groups", args[6] if args[6] is not None else 1)
     return args[0], node.kwargs.get("weight", args[1]), groups
+
+
+def _inplace_argument(node: fx.Node) -> bool:
+    """The ``inplace`` argument of an activation's call, by keyword or by position: dynamo
+    records ``F.relu(x, True)`` and ``F.hardtanh(x, -1.0, 1.0, True)`` as written."""
+    bound = inspect.signature(node.target).bind(*node.args, **node.kwargs)
+    return bool(bound.arguments.get("inplace", False))
