@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import itertools
 import operator
 import sys
 
@@ -21,8 +22,10 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental import symbolic_shapes
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from refimpl.partition import cost, fx_edge, partitioner, problem
+from refimpl.partition import candidates, cost, fx_edge, knapsack, partitioner, problem
 from refimpl.partition.api import joint_graph
+from refimpl.partition.cut import cut_of
+from refimpl.partition.mincut import save_set
 from refimpl.partition.options import PartitionOptions
 from tests.test_mutation_equivalents_checkpoint import _recording
 
@@ -219,3 +222,27 @@ def test_problem_32_a_problem_is_never_changed_nor_hashed(monkeypatch):
         assert len(plans) == 3
     assert len(made) >= 3 * len(runs)  # one per budget and run at least
     assert calls == []
+
+
+def test_knapsack_92_no_room_chooses_nothing_and_cuts_the_min_plan():
+    """``refimpl/partition/knapsack.py:92`` (no survivor yet; a later seed may draw it),
+    ``problem.bound <= bans.low.bytes`` -> ``problem.bound < bans.low.bytes``: the two
+    differ only at ``bound == low.bytes``, where the mutant runs the knapsack with
+    capacity 0. Every item has bytes > 0
+    (``candidates.items`` keeps ``size > 0`` only), so no solver fits one: shown for each
+    solver on every list of up to three items of 1-3 bytes and runtimes 0, 1 or 5. With
+    nothing kept the mutant cuts with the hard bans alone, which is how ``low`` itself is
+    made (``partitioner.bans_and_bounds``): the same cut, shown on real graphs."""
+    sizes = [m for n in range(4) for m in itertools.product((1, 2, 3), repeat=n)]
+    for solver in sorted(knapsack.SOLVERS):
+        for memories in sizes:
+            for runtimes in itertools.product((0.0, 1.0, 5.0), repeat=len(memories)):
+                assert knapsack.choose_items(solver, list(memories), list(runtimes), 0) == []
+    for graph in _graphs():
+        bans = partitioner.bans_and_bounds(graph)
+        found = candidates.items(graph, bans.hard)
+        assert found and all(item.bytes > 0 for item in found), found
+        assert cut_of(graph, set(save_set(graph, bans.hard, bans.unsavable))) == bans.low
+        for solver in sorted(knapsack.SOLVERS):
+            problem_at_min = problem.Problem(graph, bans, bans.low.bytes)
+            assert knapsack.solve(problem_at_min, PartitionOptions(solver=solver)) == bans.low
