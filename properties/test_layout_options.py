@@ -93,6 +93,7 @@ def takes_options(backend) -> None:
     if provided_by(backend, "layout") == "layout_compiler":
         pytest.skip(f"backend {backend.name!r} provides layouts as a compiler, which takes "
                     "no options")
+    component(backend, "optimize_layout")  # skips, with the reason, where it has none
     params = inspect.signature(backend.optimize_layout).parameters.values()
     if not any(p.kind in (p.VAR_KEYWORD, p.KEYWORD_ONLY) for p in params):
         pytest.skip(f"backend {backend.name!r}: optimize_layout takes no keyword options")
