@@ -29,7 +29,6 @@ functions by name; everything else is opaque.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import inspect
 import math
 from dataclasses import dataclass, replace
@@ -137,10 +136,9 @@ def _returns_view(node: fx.Node, source: fx.Node) -> bool | None:
 
     Tensors are blanks of the recorded sizes, strides and dtypes on the meta device; a
     recorded fake tensor (make_fx, dynamo: its sizes may be symbols, ``(s0, s0)``) is used
-    itself, and the op run in its fake mode, where symbolic strides still say whether a
-    view is possible."""
+    itself (it runs the op in its own fake mode, where symbolic strides still say whether
+    a view is possible)."""
     blanks: dict[fx.Node, torch.Tensor] = {}
-    modes: list = []
 
     def to_blank(value):
         if not isinstance(value, fx.Node):
@@ -149,24 +147,22 @@ def _returns_view(node: fx.Node, source: fx.Node) -> bool | None:
         if not isinstance(val, torch.Tensor):
             raise LookupError(value)
         if value not in blanks:
-            blanks[value] = _blank_like(val, modes)
+            blanks[value] = _blank_like(val)
         return blanks[value]
 
     try:
         args, kwargs = fx.node.map_aggregate((node.args, node.kwargs), to_blank)
-        with modes[0] if modes else contextlib.nullcontext(), torch.no_grad():
+        with torch.no_grad():
             out = node.target(*args, **kwargs)
     except Exception:  # an untraced or non-tensor graph value, two fake modes, no meta kernel
         return None
     return out is blanks[source] or (isinstance(out, torch.Tensor) and out._is_view())
 
 
-def _blank_like(val: torch.Tensor, modes: list) -> torch.Tensor:
-    """``val`` itself if it is a fake tensor (its mode appended to ``modes``), else an
-    uninitialised meta tensor of its sizes, strides and dtype."""
-    mode = getattr(val, "fake_mode", None)
-    if mode is not None:
-        modes.append(mode)
+def _blank_like(val: torch.Tensor) -> torch.Tensor:
+    """``val`` itself if it is a fake tensor, else an uninitialised meta tensor of its
+    sizes, strides and dtype."""
+    if getattr(val, "fake_mode", None) is not None:
         return val
     return torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device="meta")
 
