@@ -10,10 +10,10 @@ CUDA is initialised, so without a GPU nothing exercised it. Here it is exercised
 * **fake**: ``torch.cuda``'s ``is_available``, ``is_initialized``, ``_initialized``,
   ``device_count``, ``current_device``, ``device``, ``get_rng_state``, ``set_rng_state`` and
   ``is_bf16_supported`` patched onto one CPU generator per fake device (two: ``cuda:0``
-  current, ``cuda:1``), and
-  an input whose class reports ``device`` ``cuda:1``. The module draws a mask from
-  ``cuda:1``'s generator (its input's device) and noise from ``cuda:0``'s (the current
-  device), then runs the drawn stack.
+  current, ``cuda:1``), and an input whose class reports ``device`` ``cuda:1`` (and, by
+  keyword, a tensor on ``meta``, which the forward never reads and whose device has no
+  generator). The module draws a mask from ``cuda:1``'s generator (its input's device) and
+  noise from ``cuda:0``'s (the current device), then runs the drawn stack.
 * **real** (``cuda`` marker, skipped visibly without a GPU): the same module on the last GPU,
   drawing with ``torch.rand(device=...)`` from that GPU's and the current GPU's generators.
 
@@ -179,7 +179,9 @@ class DrawsOnDevices(nn.Module):
         super().__init__()
         self.inner, self.rand = inner, rand
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, aside: torch.Tensor | None = None) -> torch.Tensor:
+        """``aside``: a tensor the forward never reads, on a device type with no generator
+        (the step passes one on ``meta`` by keyword: no CUDA device to stash)."""
         shape = tuple(x.shape)
         mask = (self.rand(shape, x.device.index) > 0.3).float()
         h = x.cpu() * mask if x.device.type == "cuda" and not isinstance(x, OnFakeCuda1) \
@@ -209,7 +211,7 @@ def device_step(model: nn.Module, x: torch.Tensor, devices: Devices,
         ambient = torch.autocast("cuda", dtype=autocast) if autocast \
             else contextlib.nullcontext()
         with ambient:
-            out = loss(model, leaf)
+            out = model(leaf, aside=torch.empty(1, device="meta")).square().sum()
         for i in range(devices.count):
             devices.rand((1,), i)
         out.backward()
