@@ -324,11 +324,12 @@ def test_the_result_is_a_fixpoint(spec, case):
 
 def test_a_method_name_is_no_function():
     """``refimpl/cse/effects.py:169 core/ReplaceComparisonOperator_Eq_GtE 3`` and ``:284
-    ... Eq_GtE 7`` (tree of seed 146862235; 287 since): ``node.op >= "call_function"`` for
-    ``==``. Every op is ``>=`` it, and the nodes that reach those lines are call_function
-    and call_method (the others return earlier); fx lints a call_method's target to be a
-    str (the method name). A str has no ``__module__`` (line 169 asks whether it is
-    ``operator``'s) and no ``__name__``, so line 284's name is ``""``, which is no math
+    ... Eq_GtE 7`` (tree of seed 146862235; lines 182 and 300 since): ``node.op >=
+    "call_function"`` for ``==``. Every op is ``>=`` it, and the nodes that reach those
+    lines are call_function and call_method (the others return earlier); fx lints a
+    call_method's target to be a str (the method name). A str has no ``__module__`` (the
+    first line asks whether it is ``operator``'s) and no ``__name__``, so the second
+    line's name is ``""``, which is no math
     function, no builtin of the pure list and no ``torch.sym_*``: both conditions are
     False for every call_method, as they are in the original."""
     assert all(op >= "call_function" for op in NODE_OPS)
