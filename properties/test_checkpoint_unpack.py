@@ -45,13 +45,18 @@ BUFFERS = ("_saved_running_mean", "_saved_running_var")
 
 
 def _nodes(root) -> Iterator:
-    """The autograd nodes reachable from ``root``, breadth first, each once."""
-    seen, queue = set(), [root]
+    """The autograd nodes reachable from ``root``, breadth first, each once.
+
+    A node's Python object may be made afresh on each access and freed after it, so an id
+    alone can come back for another node (torch 2.10 does so): ``seen`` holds the nodes
+    themselves, which keeps every id it records taken."""
+    seen: dict[int, object] = {}
+    queue = [root]
     while queue:
         node = queue.pop(0)
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         yield node
         queue += [parent for parent, _ in node.next_functions]
 
