@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from refimpl.expect.cse_soundness import unsound_reasons
-from refimpl.fuzz.baseline import split
+from refimpl.fuzz import baseline as baseline_module
+from refimpl.fuzz.baseline import Baseline, split
 from refimpl.fuzz.cli import UsageError, check_baseline
 from refimpl.fuzz.options import FuzzOptions
 from refimpl.fuzz.triage import error_kind, example_shape, first_words, group_failures
@@ -138,6 +139,24 @@ def test_the_baseline_split():
     result = split(mine, base)
     assert (result.only_mine, result.both, result.no_verdict) == (["new"], ["shared"],
                                                                   ["unjudged"])
+
+
+def test_the_baseline_target_runs_unshrunk(tmp_path: Path, monkeypatch):
+    """Only the baseline's verdicts are compared, and shrinking never changes one: the
+    baseline target runs with ``shrink`` off (the walkthrough's torch run shrank
+    test_cse_is_sound's failure for minutes only to compare a verdict)."""
+    ran = []
+
+    def campaign(opts, skips):
+        ran.append(opts)
+        return baseline_module.CampaignResult([])
+
+    monkeypatch.setattr(baseline_module, "run_campaign", campaign)
+    opts = FuzzOptions(out=tmp_path / "out", components=("cse",), seed=1, shrink=True)
+    report = baseline_module._run_baseline(opts, Baseline("refimpl", load_backend("refimpl")))
+    assert [(o.target, o.shrink, o.out) for o in ran] == [
+        ("refimpl", False, tmp_path / "out" / "baseline")]
+    assert report["target_name"] == "refimpl"
 
 
 MINE = '''

@@ -13,9 +13,9 @@ harness tests run on (conftest.py, HARNESS_FILES).
 The baseline step reuses the fuzz step's campaign (`--baseline torch --resume` on the same
 `--out`): mine runs once, torch once.
 
-Cost: the four commands run once per session (the fixture's record is shared by workers); about 5
+Cost: the four commands run once per session (the fixture's record is shared by workers); a few
 minutes of wall time on 2 shared, busy cores (torch 2.13.0), most of it `test_cse_is_sound`
-shrinking its failure, once on mine and once on torch.
+shrinking its failure on mine (the baseline, torch, runs unshrunk).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """``refimpl fuzz --target mine --baseline torch``: what only the target under test fails.
 
 The baseline is another target, run after the campaign on the same seed (``--seed``, or one
-chosen and printed) and the same example count, its report written to ``--out/baseline``; or
+chosen and printed) and the same example count, unshrunk (only its verdict per property is
+compared, and shrinking a failure both share would double the run), its report written to
+``--out/baseline``; or
 an earlier campaign's report.json, which must have run with the same ``--seed`` and bound
 (:func:`refimpl.fuzz.compare.check_comparable`).
 
@@ -186,9 +188,13 @@ def describe_split(result: Split, mine: dict[str, dict], mine_name: str, base_na
 
 
 def _run_baseline(opts: FuzzOptions, baseline: Baseline) -> dict:
-    """Run the baseline target into ``--out/baseline``; its report."""
+    """Run the baseline target into ``--out/baseline``, unshrunk; its report.
+
+    Shrinking finds a smaller failing example of a property already failed, so it never
+    changes the verdict the split reads; the baseline's reproducers hold the first failing
+    example instead (a shrunk one: run that target as its own campaign and pass its report)."""
     base_opts = replace(opts, target=baseline.name, out=opts.out / "baseline", junitxml=None,
-                        compare=None, resume=False, force=False)
+                        compare=None, resume=False, force=False, shrink=False)
     clean_out(base_opts.out, resume=False)  # an earlier baseline's files go
     print(f"refimpl fuzz: baseline {campaign_header(base_opts, baseline.backend)}", flush=True)
     campaign = run_campaign(base_opts, component_skips(baseline.backend, opts.components))

@@ -111,8 +111,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "changes at the end")
     parser.add_argument("--baseline", default=None, metavar="TARGET|OLD/report.json",
                         help="another target (run after this one on the same seed and "
-                             "examples, into --out/baseline) or an earlier report.json: show "
-                             "first what only --target fails")
+                             "examples, unshrunk, into --out/baseline) or an earlier "
+                             "report.json: show first what only --target fails")
     parser.add_argument("--junitxml", type=Path, default=None,
                         help="also write JUnit XML here (for CI systems)")
     parser.add_argument("--jobs", type=_positive(int), default=1,
