@@ -63,6 +63,11 @@ matrices (``mm``, ``addmm``, ``bmm``) is ``2 n^3`` FLOPs; the ``empty`` step is 
 count under "Global" only; those of the module (before, the cond's bound, after) under
 "Global" and ``CondBlock``. An op that appears in either branch is listed, with its bound (0
 when it counted 0).
+
+torch.while_loop (``loop_counts``, ``loop_result``): the loop means ``while
+cond_fn(*carried): carried = body_fn(*carried)`` (its documentation), so a counter counts
+what ran: the body's products once per iteration, under "Global" and ``LoopBlock``, and
+nothing of a body that never ran; the result is the body applied that many times.
 """
 
 from __future__ import annotations
@@ -549,3 +554,37 @@ def cond_result(program: Any, x: torch.Tensor) -> torch.Tensor:
     y = steps(program.before, x, x)
     y = steps(program.true_steps if program.pred else program.false_steps, y, y)
     return steps(program.after, y, x)
+
+
+# ---- torch.while_loop: every iteration's count, the loop's result ----------------------------
+
+#: the class name of a loop program's module (its counts' key).
+LOOP_MODULE = "LoopBlock"
+
+
+def loop_counts(program: Any) -> dict[str, dict[Any, int]]:
+    """{name: {op packet: FLOPs}} a counter must report for a loop ``program``: what ran,
+    the body once per iteration (torch's documented meaning of while_loop: ``while
+    cond_fn(*carried): carried = body_fn(*carried)``)."""
+    n = program.size
+    ran = step_counts(program.body, n) if program.iterations else {}  # never ran: not listed
+    body = {op: program.iterations * flops for op, flops in ran.items()}
+    inside = _added(_added(step_counts(program.before, n), body), step_counts(program.after, n))
+    counts = {GLOBAL: _added(step_counts(program.outside, n), inside)}
+    if inside:
+        counts[LOOP_MODULE] = inside
+    return counts
+
+
+def loop_result(program: Any, x: torch.Tensor) -> torch.Tensor:
+    """What the loop module returns: ``before``, the body ``iterations`` times, ``after``,
+    each step by its definition (``y x``, ``y + y x``, ...), in plain torch."""
+    def steps(names: tuple[str, ...], y: torch.Tensor) -> torch.Tensor:
+        for name in names:
+            y = y + y @ x if name == "addmm" else y if name == "empty" else y @ x
+        return y
+
+    y = steps(program.before, x)
+    for _ in range(program.iterations):
+        y = steps(program.body, y)
+    return steps(program.after, y)

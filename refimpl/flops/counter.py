@@ -15,7 +15,10 @@ too). For each op:
    on the CPU) is run as it is, never decomposed; a nested ``matmul``/``bmm`` counts as the
    products of its components (each pair run again, on meta copies, under the mode);
 4. ``torch.cond`` runs both branches, counted apart, and adds the larger count per
-   (module, op): an upper bound; its result is the branch the predicate selects.
+   (module, op): an upper bound; its result is the branch the predicate selects;
+5. ``torch.while_loop`` runs its condition and body under the mode, iteration by
+   iteration, so each iteration's ops are counted; any other higher-order op runs with the
+   mode off (its inner ops unseen) and is counted by its formula, or listed as uncounted.
 
 Invariants: ``flop_counts["Global"]`` holds every counted FLOP exactly once, and a module's
 entry is the part that ran while it was active; every op that ran is counted, declared free
@@ -209,10 +212,10 @@ class _CountingMode(TorchDispatchMode):
             return self._cond(*args)
         if _on_nested(args):
             return self._nested(func, args, kwargs)
+        if func is torch.ops.higher_order.while_loop:
+            return self._while_loop(*args, **kwargs)
         if isinstance(func, HigherOrderOperator):
-            if func not in self.counter.flop_registry:
-                return NotImplemented
-            out = func(*args, **kwargs)
+            out = func(*args, **kwargs)  # the mode is off here: its inner ops go unseen
             self.counter._record(func, args, kwargs, out)
             return out
         if (isinstance(func, OpOverload) and func.overloadpacket not in
@@ -252,3 +255,20 @@ class _CountingMode(TorchDispatchMode):
             branches.append(self.counter._count_apart(run))
         self.counter._add_upper_bound([delta for _, delta in branches])
         return branches[0][0] if bool(pred) else branches[1][0]
+
+    def _while_loop(self, cond_fn, body_fn, carried_inputs, additional_inputs):
+        """torch.while_loop, by its documented meaning ``while cond_fn(*carried, *extra):
+        carried = body_fn(*carried, *extra)``, each call run under the mode: every iteration's
+        ops are counted (the count of this call: the iterations depend on the data, so no
+        bound holds for another call). Returns the last carried values, copies where the body
+        never ran (as torch's eager loop does: an output never aliases an input)."""
+        carried, ran = tuple(carried_inputs), False
+        while True:
+            with self:
+                pred = cond_fn(*carried, *additional_inputs)
+            if not bool(pred):
+                break
+            with self:
+                carried, ran = tuple(body_fn(*carried, *additional_inputs)), True
+        return carried if ran else tuple(
+            v.clone() if isinstance(v, torch.Tensor) else v for v in carried)

@@ -46,6 +46,7 @@ from refimpl.strategies.flop_programs import (
     InplaceProgram,
     cond_programs,
     inplace_programs,
+    loop_programs,
 )
 from refimpl.strategies.flop_trees import (
     LeafSpec,
@@ -311,6 +312,7 @@ def _mm_family_draws():
 _TABLE = "test_flops_table.py::test_table_shows_the_hand_count"
 _COND = "test_flops_cond.py::test_cond_counts_the_larger_branch_and_returns_the_selected_one"
 _INPLACE = "test_flops_inplace.py::test_inplace_ops_count_as_their_out_of_place_ops"
+_LOOP = "test_flops_while_loop.py::test_while_loop_counts_every_iteration_and_returns_the_last"
 
 
 def _stage_calls(stage: Stage) -> list[MatCall]:
@@ -405,6 +407,10 @@ FEATURES: tuple[Feature, ...] = (
                   lambda p: bool(p.before or p.outside)),
     _cond_feature("cond_zero_in_one_branch", "an mm of 0 FLOPs (empty inner dimension) in "
                   "exactly one torch.cond branch", _cond_zero_in_one_branch),
+    Feature("flops", "loop_iterations", "a torch.while_loop whose body runs 2-3 times",
+            loop_programs, lambda p: p.iterations >= 2, _LOOP),
+    Feature("flops", "loop_never_runs", "a torch.while_loop whose body never runs (nothing "
+            "of it counted or listed)", loop_programs, lambda p: p.iterations == 0, _LOOP),
     _inplace_feature("inplace_step", "a step run in place (cumsum_, index_fill_, "
                      "_foreach_add_, ...)", _any_in_place),
     _inplace_feature("inplace_backward", "a backward through a program with in-place "

@@ -28,6 +28,12 @@ true_branch, false_branch, (y,))`` and more products (``after``). A step
 ``addmm``, ``bmm``, or ``empty`` (an ``mm`` with an empty inner dimension: 0 FLOPs, added to
 ``y``). The two branches draw their steps apart (0-3 each), so an op may run in one branch
 only, or count 0 in one and be absent from the other. ``pred`` is drawn.
+
+:func:`loop_programs` draws a :class:`LoopProgram`, for ``torch.while_loop``: products
+outside every module, then a module (class ``LoopBlock``) that runs products (``before``),
+``while_loop(i < iterations, (i, y) -> (i + 1, body(y)), (0, y))`` with 1-3 drawn body
+steps and 0-3 iterations (the limit is a tensor: one compiled loop serves every count), and
+more products (``after``).
 """
 
 from __future__ import annotations
@@ -39,10 +45,12 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 from torch import nn
+from torch._higher_order_ops import while_loop
 
 __all__ = ["ARITHMETIC", "COND_STEPS", "FREE_STEPS", "INPLACE_STEPS", "ArithmeticCall",
-           "CondBlock", "CondProgram", "FreeProgram", "InplaceProgram", "apply_steps",
-           "arithmetic_calls", "cond_programs", "free_programs", "inplace_programs"]
+           "CondBlock", "CondProgram", "FreeProgram", "InplaceProgram", "LoopBlock",
+           "LoopProgram", "apply_steps", "arithmetic_calls", "cond_programs", "free_programs",
+           "inplace_programs", "loop_programs"]
 
 #: name -> a step [r, c] -> [r, c] made of free ops only.
 FREE_STEPS: dict[str, Any] = {
@@ -269,4 +277,57 @@ def cond_programs(draw: st.DrawFn) -> CondProgram:
     steps = lambda most: st.lists(st.sampled_from(sorted(COND_STEPS)), max_size=most).map(tuple)
     return CondProgram(draw(steps(2)), draw(steps(2)), draw(steps(3)), draw(steps(3)),
                        draw(steps(2)), draw(st.booleans()), draw(st.integers(1, 4)),
+                       draw(st.integers(0, 2**16)))
+
+
+# ---- loop programs: torch.while_loop inside a module -----------------------------------------
+
+
+class LoopBlock(nn.Module):
+    """``before`` steps, ``while_loop`` running the body steps ``iterations`` times, ``after``
+    steps. Inside the body the product's second operand is the module's input ``x``."""
+
+    def __init__(self, program: LoopProgram) -> None:
+        super().__init__()
+        self.program = program
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        p = self.program
+        y = apply_steps(p.before, x, x)
+        limit = torch.tensor(p.iterations)
+        # the body returns a copy: while_loop refuses a body whose output aliases its input
+        _, y = while_loop(lambda i, y: i < limit,
+                          lambda i, y: (i + 1, apply_steps(p.body, y, x).clone()),
+                          (torch.tensor(0), y))
+        return apply_steps(p.after, y, x)
+
+
+@dataclass(frozen=True)
+class LoopProgram:
+    """The drawn loop program (module docstring); ``x`` is ``[size, size]`` from ``seed``."""
+
+    outside: tuple[str, ...]
+    before: tuple[str, ...]
+    body: tuple[str, ...]
+    after: tuple[str, ...]
+    iterations: int
+    size: int
+    seed: int
+
+    def inputs(self) -> torch.Tensor:
+        g = torch.Generator().manual_seed(self.seed)
+        return torch.randn(self.size, self.size, generator=g) / self.size
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        """The outside products, then the module: its output."""
+        apply_steps(self.outside, x, x)
+        return LoopBlock(self)(x)
+
+
+@st.composite
+def loop_programs(draw: st.DrawFn) -> LoopProgram:
+    steps = lambda least, most: st.lists(st.sampled_from(sorted(COND_STEPS)), min_size=least,
+                                         max_size=most).map(tuple)
+    return LoopProgram(draw(steps(0, 2)), draw(steps(0, 2)), draw(steps(1, 3)),
+                       draw(steps(0, 2)), draw(st.integers(0, 3)), draw(st.integers(1, 4)),
                        draw(st.integers(0, 2**16)))
