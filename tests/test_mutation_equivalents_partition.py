@@ -10,10 +10,13 @@ nodes of every graph.
 from __future__ import annotations
 
 import ast
+import copy
 import importlib
 import inspect
 import itertools
 import operator
+import pathlib
+import random
 import sys
 
 import pytest
@@ -22,9 +25,19 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental import symbolic_shapes
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from refimpl.partition import candidates, cost, fx_edge, knapsack, partitioner, problem
+from refimpl.partition import (
+    candidates,
+    cost,
+    fx_edge,
+    knapsack,
+    mincut,
+    partitioner,
+    problem,
+    region,
+)
 from refimpl.partition.api import joint_graph
 from refimpl.partition.cut import cut_of
+from refimpl.partition.graph import JointNode
 from refimpl.partition.mincut import save_set
 from refimpl.partition.options import PartitionOptions
 from tests.test_mutation_equivalents_checkpoint import _recording
@@ -246,3 +259,166 @@ def test_knapsack_92_no_room_chooses_nothing_and_cuts_the_min_plan():
         for solver in sorted(knapsack.SOLVERS):
             problem_at_min = problem.Problem(graph, bans, bans.low.bytes)
             assert knapsack.solve(problem_at_min, PartitionOptions(solver=solver)) == bans.low
+
+
+# --- seed 4198725056's partition survivors shown equivalent (the partition helper, session 3)
+
+
+def _mutated_augment():
+    """``Network.augment`` with the level test ``==`` made ``>=`` (mincut.py:71's mutant),
+    compiled from refimpl's own source so that the rest of the method is today's."""
+    source = inspect.cleandoc("\n" + inspect.getsource(mincut.Network.augment))
+    tree = ast.parse(source)
+    compares = [c for c in ast.walk(tree) if isinstance(c, ast.Compare)
+                and isinstance(c.ops[0], ast.Eq) and ast.unparse(c.left).startswith("level")]
+    assert len(compares) == 1, [ast.unparse(c) for c in compares]
+    compares[0].ops = [ast.GtE()]
+    namespace: dict = {}
+    exec(compile(tree, "<mutant>", "exec"), vars(mincut).copy(), namespace)
+    return namespace["augment"]
+
+
+class _Checked(mincut.Network):
+    """A network whose ``augment`` asserts Dinic's level invariant at every step: an edge
+    with capacity left never skips a level forward (``level[to] <= level[u] + 1``)."""
+
+    def augment(self, s, t, level, nxt):
+        for u, edges in enumerate(self.out):
+            if level[u] >= 0:
+                for e in edges:
+                    assert self.cap[e] <= 0 or level[self.to[e]] <= level[u] + 1, (u, e)
+        return super().augment(s, t, level, nxt)
+
+
+def _networks(cls):
+    """Every network on 4 vertices (source 0, sink 3) with each of the 12 directed edges of
+    capacity 0 or 1 (4,096), then 300 seeded ones on 6 vertices with capacities 0-3."""
+    pairs = [(u, v) for u in range(4) for v in range(4) if u != v]
+    for caps in itertools.product((0, 1), repeat=len(pairs)):
+        net = cls(4)
+        for (u, v), c in zip(pairs, caps):
+            net.add_edge(u, v, c)
+        yield net, 0, 3
+    rng = random.Random(4198725056)
+    for _ in range(300):
+        net = cls(6)
+        for u, v in itertools.permutations(range(6), 2):
+            if rng.random() < 0.5:
+                net.add_edge(u, v, rng.randint(0, 3))
+        yield net, 0, 5
+
+
+def test_mincut_71_level_ge_is_level_eq():
+    """``refimpl/partition/mincut.py:71``, ``level[self.to[e]] == level[u] + 1`` ->
+    ``>=``: in a Dinic phase every edge with capacity left satisfies ``level[to] <=
+    level[u] + 1`` (BFS levels; augmenting only adds capacity to edges that go one level
+    BACK; a dead end's level becomes -1, below any), so ``>=`` holds exactly where ``==``
+    does. Shown: the invariant at every augment of 4,396 networks (all 4,096 on 4 vertices
+    with unit capacities, 300 seeded on 6), and the mutant's flow and cut side equal the
+    original's on each."""
+    mutant = type("Mutant", (mincut.Network,), {"augment": _mutated_augment()})
+    for (net, s, t), (twin, _, _) in zip(_networks(_Checked), _networks(mutant)):
+        assert mincut.max_flow_source_side(net, s, t) == mincut.max_flow_source_side(twin, s, t)
+
+
+def test_mutation_84_a_storage_never_has_negative_bytes():
+    """``refimpl/partition/mutation.py:84``, ``nbytes() > 0`` -> ``nbytes() != 0``:
+    ``UntypedStorage.nbytes()`` is a byte count (a ``size_t`` in c10), never negative, so
+    the two tests agree. Shown on the storages of tensors of every kind an input can be:
+    empty, zero-size, scalars, views, offsets, every dtype width, resized to 0."""
+    made = [torch.empty(0), torch.zeros(0, 3), torch.tensor(1.0), torch.randn(3, 4).t(),
+            torch.randn(5)[2:], torch.zeros(2, dtype=torch.bool),
+            torch.zeros(2, dtype=torch.complex128), torch.zeros(3, dtype=torch.int8),
+            torch.randn(4).resize_(0), torch.randn(2, 0, 3).expand(4, 2, 0, 3)]
+    for tensor in made:
+        nbytes = tensor.untyped_storage().nbytes()
+        assert nbytes >= 0, tensor
+        assert (nbytes > 0) == (nbytes != 0)
+    assert {t.untyped_storage().nbytes() == 0 for t in made} == {True, False}
+
+
+def test_region_57_role_ge_forward_is_role_eq_forward_off_placeholders():
+    """``refimpl/partition/region.py:57``, ``n.role == "forward"`` -> ``n.role >=
+    "forward"``: of the five roles, ``>=`` "forward" adds primal, tangent and output, and
+    ``fx_edge._roles`` gives those only to placeholder and output nodes (whose JointNode op
+    is "placeholder"/"output", AST- and graph-checked), which the same condition drops
+    (``n.op not in ("placeholder", "output")``): both select the same nodes of every
+    graph."""
+    assert _role_literals() == set(ROLES)
+    assert [r for r in ROLES if r >= "forward"] == ["primal", "tangent", "forward", "output"]
+    ops_of = {"primal": {"placeholder"}, "tangent": {"placeholder"}, "output": {"output"}}
+    keep = lambda n, test: test(n.role) and n.op not in ("placeholder", "output")
+    for joint in _graphs():
+        for node in joint.nodes:
+            assert node.op in ops_of.get(node.role, {node.op}), node
+            assert keep(node, lambda r: r == "forward") == keep(node, lambda r: r >= "forward")
+    assert "forward" in inspect.getsource(region.effective_budget)
+
+
+def test_graph_39_every_joint_node_refimpl_makes_names_its_bytes():
+    """``refimpl/partition/graph.py:39``, ``bytes: int = 0`` -> another default: the
+    default is for graphs written by hand (tests); the one place refimpl makes a JointNode
+    (``fx_edge.joint_graph_from_fx``, AST-checked over the package) passes ``bytes=``, so
+    no graph refimpl builds reads the default."""
+    package = importlib.import_module("refimpl.partition").__path__[0]
+    calls = []
+    for path in sorted(pathlib.Path(package).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "JointNode":
+                calls.append((path.name, {k.arg for k in node.keywords}))
+    assert calls == [("fx_edge.py", calls[0][1])] and "bytes" in calls[0][1], calls
+    assert JointNode.__dataclass_fields__["bytes"].default == 0
+
+
+def _split(joint, num_fwd_outputs, static):
+    """Forward and backward code of refimpl's partition of a copy of ``joint``, with
+    ``static_lifetime_input_indices=static``."""
+    modules = fx_edge.partition_fn(copy.deepcopy(joint), None, num_fwd_outputs=num_fwd_outputs,
+                                   static_lifetime_input_indices=static,
+                                   options=PartitionOptions(memory_budget=0.5))
+    return [m.code for m in modules]
+
+
+def test_fx_edge_238_static_inputs_change_no_graph():
+    """``refimpl/partition/fx_edge.py:238``, ``static_lifetime_input_indices or ()`` ->
+    ``... and ()``: on the calls AOTAutograd makes (always a list,
+    ``fw_metadata.static_input_indices``) the two differ only for a non-empty list, where
+    the mutant hands torch's ``_extract_fwd_bwd_modules`` no static nodes. torch reads those
+    nodes only to exempt static inputs from activation quantization, a pass that runs only
+    when inductor's ``post_grad_fusion_options`` names ``activation_quantization_aten_pass``
+    (unset by default, checked here). Shown: every primal marked static, or none, gives the
+    same forward and backward code, on programs with input views, a mutated input's read
+    and saved activations. (A direct ``partition_fn`` call that passes None, which no
+    compile path makes, is where the mutant differs: it iterates None.)"""
+    from torch._inductor import config as inductor_config
+
+    assert "activation_quantization_aten_pass" not in inductor_config.post_grad_fusion_options
+    args = (torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True),
+            torch.randn(3, requires_grad=True))
+    traced = [fx_edge.trace_joint(_program, torch.randn(3, 4, requires_grad=True),
+                                  torch.randn(4, 5, requires_grad=True)),
+              fx_edge.trace_joint(_views_program, *args)]
+    for joint, num_fwd_outputs in traced:
+        primals = [n for n in joint.graph.nodes
+                   if n.op == "placeholder" and "tangent" not in n.name]
+        every = list(range(len(primals)))
+        assert len(every) >= 2
+        assert _split(joint, num_fwd_outputs, every) == _split(joint, num_fwd_outputs, [])
+
+
+def test_knapsack_36_no_item_has_a_runtime_at_or_below_zero():
+    """``refimpl/partition/knapsack.py:36``, ``r < 0`` -> ``r <= 0`` (the mutant refuses a
+    zero runtime): the knapsack's only caller in refimpl, ``knapsack.solve``, passes the
+    runtimes of ``candidates.items``, which keeps only nodes with ``runtime > 0`` (the
+    filter ``node.runtime <= 0``, AST-checked), so no call the partitioner makes holds a
+    zero runtime, and the two checks raise on the same calls. Shown on real graphs under
+    both estimators' units (the items of the hard bans, the largest candidate list)."""
+    callers = [path for path in pathlib.Path(
+        importlib.import_module("refimpl").__path__[0]).rglob("*.py")
+        if "choose_items(" in path.read_text() or "knapsack.dp(" in path.read_text()]
+    assert sorted(p.name for p in callers) == ["knapsack.py"], callers
+    assert "node.runtime <= 0" in inspect.getsource(candidates.items)
+    for joint in _graphs():
+        found = candidates.items(joint, partitioner.bans_and_bounds(joint).hard)
+        assert found and all(item.runtime > 0 for item in found), found
+        knapsack._check([i.bytes for i in found], [i.runtime for i in found], 0)
