@@ -17,7 +17,7 @@ count per iteration is a real multiplication).
 
 Against torch (``--refimpl-target torch``, 2.13) this fails: torch's counter returns
 NotImplemented from the higher-order op, which while_loop hands back as its result, and
-counts nothing (docs/findings.md, FLOPs 12).
+counts nothing (docs/findings.md, FLOPs 17).
 """
 
 from __future__ import annotations
