@@ -150,24 +150,32 @@ def test_a_conv_module_takes_one_argument():
 
 
 def test_conv_argument_padding():
-    """``refimpl/layout/ops.py:83 core/NumberReplacer 4`` (``[None] * 7`` -> ``[None] * 8``):
-    ``conv_operands`` reads positions 0, 1 and 6 of the arguments padded with Nones, and
-    ``torch.conv2d`` takes at most 7. Exhaustive over every argument count: both paddings
-    give the same three values."""
-    for count in range(8):
+    """``refimpl/layout/ops.py:90 core/NumberReplacer 4`` and ``... 5`` (``[None] * 7`` ->
+    ``[None] * 8`` or ``[None] * 6``): ``conv_operands`` reads positions 0, 1 and 6 of the
+    arguments padded with Nones, and ``torch.conv2d`` takes at most 7. It is called only for
+    a conv whose input is positional (``op_kind`` says ``conv`` for no other), so with at
+    least one argument. Exhaustive over every argument count 1-7: the three paddings give
+    the same three values (and a conv node without a positional argument is no conv)."""
+    for count in range(1, 8):
         args = [object() for _ in range(count)]
-        seven, eight = args + [None] * 7, args + [None] * 8
-        assert all(seven[i] is eight[i] for i in (0, 1, 6))
+        seven, eight, six = args + [None] * 7, args + [None] * 8, args + [None] * 6
+        assert all(seven[i] is eight[i] is six[i] for i in (0, 1, 6))
+    keyword = fx.symbolic_trace(lambda x, w: torch.conv2d(input=x, weight=w))
+    calls = [n for n in keyword.graph.nodes if n.op == "call_function"]
+    assert len(calls) == 1 and not calls[0].args
+    assert ops.op_kind(calls[0], keyword) is None
 
 
-#: the placeholder weight shapes of a dynamic conv site: refimpl's and the three mutants'
-PLACEHOLDERS = ((0, 0, 0, 0), (0, 0, -1, 0), (0, 0, 0, 1), (0, 0, 0, -1))
+#: the placeholder weight shapes of a dynamic conv site: refimpl's, and each of its four zeros
+#: one up and one down (the mutants ``facts.py:120 core/NumberReplacer 18`` to ``25``)
+PLACEHOLDERS = ((0, 0, 0, 0), *(tuple(d if i == at else 0 for i in range(4))
+                                for at in range(4) for d in (1, -1)))
 
 
 def test_a_dynamic_conv_s_placeholder_shape_decides_nothing():
-    """``refimpl/layout/facts.py:120 core/NumberReplacer 23``, ``... 24`` and ``... 25``: the
-    weight shape a dynamic conv site gets, ``(0, 0, 0, 0)`` -> ``(0, 0, -1, 0)``,
-    ``(0, 0, 0, 1)`` or ``(0, 0, 0, -1)``.
+    """``refimpl/layout/facts.py:120 core/NumberReplacer 18`` to ``... 25``: the weight
+    shape a dynamic conv site gets, ``(0, 0, 0, 0)`` -> one of its zeros one up or down
+    (``(1, 0, 0, 0)``, ``(-1, 0, 0, 0)``, ... ``(0, 0, 0, -1)``).
     A dynamic site has 0 FLOPs, and the rule answers "no" for any graph with a dynamic conv
     before it reads a class. Exhaustive over the three placeholders, with and without a
     static conv of each class beside it, every mode, both phases, and node counts either
@@ -183,6 +191,7 @@ def test_a_dynamic_conv_s_placeholder_shape_decides_nothing():
                        options)
             outcomes.add((d.channels_last, d.reason, d.total_flops, d.weighted_flops))
         assert len(outcomes) == 1, (mode, inference, nodes, beside, outcomes)
+    assert len(set(PLACEHOLDERS)) == 9
 
 
 @DRAWN
@@ -326,3 +335,70 @@ def test_an_activation_without_inplace_plans_alike_as_inplace(order, training):
     as_inplace = [dataclasses.replace(f, kind=ops.INPLACE) if f in activations else f
                   for f in facts]
     assert plan_layout(as_inplace) == plan_layout(facts)
+
+
+def test_a_conv_kernel_is_at_least_one_row_high():
+    """``refimpl/layout/decision.py:47 core/ReplaceComparisonOperator_Gt_NotEq 2`` (``kh > 1``
+    -> ``kh != 1`` in ``conv_class``). A conv site exists only for a conv whose output has an
+    example value, and torch refuses to compute a conv with a kernel of height 0 (nor can a
+    weight have a negative size), so every site has ``kh >= 1``, where the two tests agree.
+    Exhaustive over kernel heights 1-8 and a grid of channels and groups: the same class as
+    the mutant's rule."""
+    try:
+        torch.conv2d(torch.ones(1, 4, 3, 3), torch.ones(4, 4, 0, 3))
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("torch computed a conv with a kernel of height 0")
+    channels = (1, 2, 8, 32, 64, 65, 128, 160)
+    for out_ch, in_ch, kh, groups in itertools.product(channels, channels, range(1, 9),
+                                                       (1, 2)):
+        mutant = ("grouped" if groups > 1 and in_ch > 1 else
+                  "small" if out_ch <= 64 and in_ch <= 64 else
+                  "in_out" if 2 * out_ch <= in_ch and kh != 1 else "default")
+        shape = (out_ch, in_ch, kh, 3)
+        assert decision_conv_class(shape, groups) == mutant, (shape, groups)
+
+
+def test_small_is_the_greatest_class_name():
+    """``refimpl/layout/decision.py:113 core/ReplaceComparisonOperator_Eq_GtE 2``
+    (``k == "small"`` -> ``k >= "small"`` in the training rule's "all small" test). The
+    classes are the four names ``conv_class`` returns, and ``"small"`` sorts after the other
+    three, so ``>=`` answers as ``==`` for each. Exhaustive over the classes of a grid of
+    weight shapes and groups (every class occurs), and over every training decision of up to
+    three convs of those classes: the same answer and reason with the mutant's test."""
+    shapes = itertools.product((1, 8, 64, 65, 160), (1, 8, 64, 65, 160), (1, 3), (1, 3))
+    sites = {}
+    for shape, groups in itertools.product(shapes, (1, 2)):
+        site = ConvSite("c", shape, groups, 1000)
+        sites.setdefault(site.kind, site)
+    assert set(sites) == {"grouped", "small", "in_out", "default"}
+    for kind in sites:
+        assert (kind >= "small") == (kind == "small"), kind
+    for count in (1, 2, 3):
+        for chosen in itertools.product(sites.values(), repeat=count):
+            d = decide(list(chosen), 3, False, LayoutOptions())
+            kinds = [c.kind for c in chosen]
+            blocked = "grouped" in kinds or "in_out" in kinds
+            mutant = not blocked and not all(k >= "small" for k in kinds)
+            assert d.channels_last == mutant, kinds
+
+
+@settings(DRAWN, max_examples=10)
+@given(spec=conv_nets())
+def test_an_alias_root_is_its_root_node_s_name(spec):
+    """``refimpl/layout/plan.py:57 core/ReplaceComparisonOperator_Eq_Is 0`` (``f.name ==
+    root`` -> ``f.name is root`` in ``plain_classes``). ``node_facts`` takes a class's root
+    name from the root node itself (``roots.setdefault(storage, node.name)``), and node names
+    are unique in a graph, so a member is the root iff its name is that very string object.
+    Checked on every member of every alias class of the drawn nets' graphs (traced, and
+    make_fx's, whose names differ): ``is`` and ``==`` agree."""
+    module, x = spec.build().eval(), spec.example_input()
+    for gm in (fx.symbolic_trace(module), make_fx(module)(x)):
+        facts = node_facts(gm, example_values(gm, [x]))
+        names = {f.name for f in facts}
+        assert len(names) == len(facts)
+        for f in facts:
+            if f.alias_root is not None:
+                assert f.alias_root in names
+                assert (f.name is f.alias_root) == (f.name == f.alias_root), f.name
