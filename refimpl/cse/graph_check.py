@@ -54,18 +54,18 @@ def _order_message(graph: fx.Graph, node: fx.Node, source: fx.Node) -> str:
 
 
 def _path(start: fx.Node, goal: fx.Node) -> list[fx.Node]:
-    """A path of inputs from ``start`` to ``goal`` (``[start, ..., goal]``), or []."""
-    parent: dict[fx.Node, fx.Node | None] = {start: None}
-    stack = [start]
+    """A path of inputs from ``start`` to ``goal`` (``[start, ..., goal]``), or [].
+
+    Depth-first search whose stack holds whole paths, each node entered once: it ends after
+    at most one path per node, whatever the graph."""
+    entered = {start}
+    stack = [[start]]
     while stack:
-        node = stack.pop()
-        if node is goal:
-            path = [node]
-            while parent[path[-1]] is not None:
-                path.append(parent[path[-1]])
-            return path[::-1]
-        for source in node.all_input_nodes:
-            if source not in parent:
-                parent[source] = node
-                stack.append(source)
+        path = stack.pop()
+        if path[-1] is goal:
+            return path
+        for source in path[-1].all_input_nodes:
+            if source not in entered:
+                entered.add(source)
+                stack.append([*path, source])
     return []

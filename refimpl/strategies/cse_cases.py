@@ -525,7 +525,7 @@ def cse_cases(draw, shapes: tuple[str, ...] = tuple(SHAPES)) -> CseCase:
 #: reader (a cycle), or a reader made to read a node of another graph (each a KeyError in
 #: torch's pass); or a reader moved after the output node (``output_not_last``, drawn apart:
 #: :func:`misplaced_outputs`).
-CORRUPTIONS = ("reorder", "cycle", "foreign")
+CORRUPTIONS = ("reorder", "cycle", "long_cycle", "foreign")
 #: aten shapes whose graphs hold a computed value read by another (what each corruption needs)
 CORRUPTIBLE = ("list_view_write", "write_reads_twin", "keyword_arguments")
 
@@ -549,7 +549,11 @@ class MalformedCase:
         return self.broken()[1:]
 
     def broken(self) -> tuple[fx.Graph, str, str]:
-        """The broken graph, and :meth:`offence`."""
+        """The broken graph, and :meth:`offence`.
+
+        A cycle: the source reads its reader (a loop of two nodes), or (``long_cycle``) a
+        node that reads it only through others (a loop of three or more). An output not
+        last: a computed node, or a placeholder (``input_after_output``), moved after it."""
         graph = self.case.traced().graph
         pairs = [(node, source) for node in graph.nodes if node.op == "call_function"
                  for source in node.all_input_nodes
@@ -558,17 +562,38 @@ class MalformedCase:
         if self.corruption == "reorder":
             source.prepend(reader)
             return graph, reader.name, source.name
-        if self.corruption == "cycle":
+        if self.corruption in ("cycle", "long_cycle"):
+            far = [(_indirect_reader(s), s) for _, s in pairs if _indirect_reader(s)]
+            if self.corruption == "long_cycle" and far:
+                reader, source = far[self.pick % len(far)]
             source.replace_input_with(source.all_input_nodes[0], reader)
             return graph, source.name, reader.name
+        output = next(n for n in graph.nodes if n.op == "output")
+        if self.corruption == "input_after_output":
+            placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+            moved = placeholders[self.pick % len(placeholders)]
+            output.append(moved)
+            return graph, moved.name, output.name
         if self.corruption == "output_not_last":
-            output = next(n for n in graph.nodes if n.op == "output")
             output.append(reader)
             return graph, reader.name, output.name
         other = fx.Graph().placeholder("elsewhere")
         other.meta["val"] = source.meta["val"]
         reader.replace_input_with(source, other)
         return graph, reader.name, other.name
+
+
+def _indirect_reader(source: fx.Node) -> fx.Node | None:
+    """The last computed node (in graph order) that reads ``source`` only through other
+    nodes; None if there is none."""
+    direct = {user for user in source.users if user.op == "call_function"}
+    reached, frontier = set(direct), list(direct)
+    while frontier:
+        users = [u for u in frontier.pop().users if u.op == "call_function" and u not in reached]
+        reached.update(users)
+        frontier += users
+    indirect = [n for n in source.graph.nodes if n in reached - direct]
+    return indirect[-1] if indirect else None
 
 
 @st.composite
@@ -580,6 +605,8 @@ def malformed_graphs(draw) -> MalformedCase:
 
 @st.composite
 def misplaced_outputs(draw) -> MalformedCase:
-    """A valid aten case of a :data:`CORRUPTIBLE` shape with a node moved after its output."""
+    """A valid aten case of a :data:`CORRUPTIBLE` shape with a node (computed, or a
+    placeholder) moved after its output."""
     case = draw(cse_cases(CORRUPTIBLE).filter(lambda c: c.style == "aten"))
-    return MalformedCase(case, "output_not_last", draw(st.integers(0, 7)))
+    corruption = draw(st.sampled_from(("output_not_last", "input_after_output")))
+    return MalformedCase(case, corruption, draw(st.integers(0, 7)))
