@@ -93,36 +93,45 @@ def test_keyword_input_and_number_argument_keep_eager_outputs(refimpl_backend, k
 
 
 class ConvPair(nn.Module):
-    """A default conv (72 -> 96), a relu and a second conv, at any image size."""
+    """A default conv (72 -> 96), a relu and a second conv, at any image size; beside them a
+    third default conv of a second input, whose size never changes."""
 
     def __init__(self) -> None:
         super().__init__()
         self.first = nn.Conv2d(72, 96, 3, padding=1)
         self.second = nn.Conv2d(96, 96, 3, padding=1)
+        self.fixed = nn.Conv2d(72, 96, 3, padding=1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.second(torch.relu(self.first(x)))
+    def forward(self, x: torch.Tensor, y: torch.Tensor):
+        return self.second(torch.relu(self.first(x))), torch.relu(self.fixed(y))
 
 
 @given(sizes=st.lists(st.integers(3, 7), min_size=3, max_size=3, unique=True),
        device=devices())
 def test_dynamic_shapes_keep_eager_outputs(refimpl_backend, sizes, device):
-    """One compiled module run at three image sizes: dynamo compiles a static graph for the
-    first and a dynamic one (symbolic sizes) at the second, which the third reuses. Every
-    run: eager's values and strides. Reach: the static graph converted and a second graph
-    was compiled."""
+    """One compiled module run at three image sizes of ``x`` (``y`` keeps its 4x4): dynamo
+    compiles a static graph for the first and a dynamic one (symbolic sizes of ``x``) at the
+    second, which the third reuses. Every run: eager's values and strides. The dynamic graph
+    is left alone, its conv of the static ``y`` too: inductor's rule declines a graph in
+    which any conv has a symbolic size (``decide_layout_opt``, pytorch/pytorch#102670).
+    Reach: the static graph converted and a second graph was compiled."""
     torch.manual_seed(0)
     module = ConvPair().eval().to(device)
     fp64_module = copy.deepcopy(module).double()
+    y = torch.randn(1, 72, 4, 4, device=device)
     runs = []
     with torch.no_grad():
         compiled, seen = layout_compile(refimpl_backend, module, device)
         for size in sizes:
             x = torch.randn(1, 72, size, size, device=device)
-            runs.append((size, module(x), compiled(x), fp64_module(x.double())))
+            runs.append((size, module(x, y), compiled(x, y), fp64_module(x.double(), y.double())))
     reach(len(seen) >= 2 and bool(seen[0]))
     for size, expected, actual, fp64 in runs:
-        assert_as_eager(expected, actual, fp64, f"{size}x{size} image, sizes {sizes}")
+        for what, e, a, f in zip(("x's convs", "y's conv"), expected, actual, fp64):
+            assert_as_eager(e, a, f, f"{what}, {size}x{size} image, sizes {sizes}")
+    assert not any(seen[1:]), (
+        f"{refimpl_backend.name} converted a graph with symbolic sizes (sizes {sizes}): "
+        f"{seen[1:]}")
 
 
 class PooledAndUnbatched(nn.Module):
