@@ -98,3 +98,43 @@ def test_a_formula_that_is_not_callable_is_refused(refimpl_backend, op, formula)
     reach(c.get_total_flops() > 0)  # the same op with a callable formula is counted
     assert _refuses(make, op, formula), (
         f"{refimpl_backend.name}: custom_mapping {{{op}: {formula!r}}} was accepted")
+
+
+#: op -> (the call on sizes (m, k), the arguments, keyword arguments and output a shape
+#: formula is given for it, by hand: every tensor replaced by its shape, lists kept lists and
+#: tuples tuples, other values as they are).
+STRUCTURED = {
+    "cat": (lambda m, k: torch.cat([torch.randn(m, k), torch.randn(m, 1)], 1),
+            lambda m, k: (([torch.Size([m, k]), torch.Size([m, 1])], 1), {},
+                          torch.Size([m, k + 1]))),
+    "max": (lambda m, k: torch.max(torch.randn(m, k), 1),
+            lambda m, k: ((torch.Size([m, k]), 1), {}, (torch.Size([m]), torch.Size([m])))),
+    "split": (lambda m, k: torch.split(torch.randn(m, k), 1),
+              lambda m, k: ((torch.Size([m, k]), 1), {}, [torch.Size([1, k])] * m)),
+    "add": (lambda m, k: torch.add(torch.randn(m, k), torch.randn(k), alpha=2),
+            lambda m, k: ((torch.Size([m, k]), torch.Size([k])), {"alpha": 2},
+                          torch.Size([m, k]))),
+}
+
+
+@given(st.sampled_from(sorted(STRUCTURED)), st.integers(1, 4), st.integers(1, 4))
+def test_a_shape_formula_is_given_the_call_as_shapes(refimpl_backend, op, m, k):
+    """A shape formula is called with the op's arguments, keyword arguments and output in
+    their own structure, each tensor replaced by its shape (torch's ``shape_wrapper``): a
+    list of tensors arrives as a list of shapes, a tuple output as a tuple of shapes. Reach:
+    the call holds a list or returns a list or tuple (not only bare tensors)."""
+    reach(op != "add")
+    seen = []
+
+    def recording(*args, out_shape=None, **kwargs):
+        seen.append((args, kwargs, out_shape))
+        return 1
+
+    make = component(refimpl_backend, "flop_counter")
+    with make(display=False, custom_mapping={getattr(aten, op): recording}):
+        STRUCTURED[op][0](m, k)
+    expected = STRUCTURED[op][1](m, k)
+    assert len(seen) == 1 and seen[0] == expected and all(
+        type(got) is type(want) for got, want in zip(seen[0][0], expected[0], strict=True)), (
+        f"{refimpl_backend.name}: the shape formula for {op} (m={m}, k={k}) was called with "
+        f"{seen}, expected once with {expected} (args, kwargs, out_shape)")

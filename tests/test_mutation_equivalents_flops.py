@@ -15,7 +15,7 @@ import re
 
 import torch
 
-from refimpl.flops import counter, summary
+from refimpl.flops import counter, free_ops, models, summary, table
 from refimpl.flops.counter import FlopCounterMode
 from refimpl.flops.formulas import attention, conv, matmul, registry
 from refimpl.flops.table import render
@@ -159,3 +159,63 @@ def test_every_kernel_the_table_names_exists_so_present_never_skips():
         found = [bool(registry.present(namespaces[call.group(1)], n)) for n in names]
         assert found == sorted(found, reverse=True), (
             f"torch {torch.__version__}: {names}: a missing name comes before a present one")
+
+
+def _op_packets():
+    """Every op packet of aten, prims and prim in this torch build, and every
+    higher-order op: all that can reach ``free_category``'s name rule."""
+    from torch._ops import _higher_order_ops
+
+    for namespace in (torch.ops.aten, torch.ops.prims, torch.ops.prim):
+        for name in dir(namespace):
+            try:
+                packet = getattr(namespace, name)
+            except (AttributeError, RuntimeError):
+                continue
+            if isinstance(packet, torch._ops.OpOverloadPacket):
+                yield name, packet
+    yield from _higher_order_ops.items()
+
+
+def test_the_in_place_base_rule_needs_a_trailing_underscore():
+    """free_ops.py:152 (``name.endswith("_") and not name.endswith("__")`` to ``or``): the
+    mutant also strips the last character of a name without a trailing underscore (``mul``
+    -> ``mu``); ``name`` itself is still looked up, so it can only make an op free that the
+    original does not: one whose name, last character cut, is a free name. On every op of
+    this torch build (aten, prims, prim, higher-order ops): none is, so both rules give the
+    same category to every op."""
+    free_names = set().union(*free_ops.FREE_BY_CONVENTION.values())
+    changed = []
+    for name, packet in _op_packets():
+        if name.endswith("_") or name in free_names or name[:-1] not in free_names:
+            continue
+        overloads = ([getattr(packet, o) for o in packet.overloads()]
+                     if isinstance(packet, torch._ops.OpOverloadPacket) else [packet])
+        changed += [str(op) for op in overloads if free_ops.free_category(op) is None]
+    assert changed == [], f"the mutant would declare these free: {changed}"
+
+
+def test_hf_is_the_only_builtin_kind_at_or_below_hf():
+    """models.py:229 (``sep and kind == "hf"`` to ``kind <= "hf"``): ``build`` reaches the
+    line only for a MODEL that is not a factory (so with a ``:`` its kind is a builtin
+    kind, :data:`refimpl.flops.models.BUILTIN_KINDS`) and not ``torchvision:`` (handled
+    before). Without ``:`` both conditions are false; with one, the kind is ``hf``, where
+    ``==`` and ``<=`` agree. Exhaustive over the kinds that reach the line."""
+    assert set(models.BUILTIN_KINDS) == {"torchvision", "hf"}
+    for spec in ("mlp", "hf", "torchvision", "", "a:b", "hf:gpt2", "torchvision:resnet18",
+                 "zz:x", "aa:x", *(f"{kind}:x" for kind in models.BUILTIN_KINDS)):
+        kind, sep, _ = spec.partition(":")
+        if models.is_factory(spec) or (sep and kind == "torchvision"):
+            continue
+        assert (bool(sep) and kind == "hf") == (bool(sep) and kind <= "hf"), spec
+
+
+def test_a_negative_indent_is_no_indent():
+    """table.py:65 (Global's indent ``0`` to ``-1``): ``module_rows`` reads the indent only
+    as ``" " * indent``, and a str repeated a negative number of times is empty, as 0 times
+    is. On a small domain of op counts and totals the rows agree."""
+    assert " " * -1 == " " * 0 == ""
+    for ops in ({}, {"aten.mm": 0}, {"aten.mm": 8, "aten.addmm": 2}):
+        for total in (0, 10, 20):
+            assert (table.module_rows("Global", ops, -1, total)
+                    == table.module_rows("Global", ops, 0, total)), (ops, total)
