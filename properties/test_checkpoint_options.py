@@ -238,8 +238,25 @@ def _judge(case: Case, options: Options, saves: tuple[int, int], want: Step, got
         assert _same(a, b), f"{what}: gradient of {name} is {b}, expected the unwrapped {a}"
 
 
+class _EnterOnly:
+    """Half a context manager: ``__enter__`` without ``__exit__``."""
+
+    def __enter__(self):
+        return self
+
+
+class _ExitOnly:
+    """Half a context manager: ``__exit__`` without ``__enter__``."""
+
+    def __exit__(self, *exc_info):
+        return False
+
+
 #: context_fn results that are not a tuple of two context managers, by what is wrong
 NOT_A_PAIR = {
+    "__enter__ without __exit__ as the recomputation's":
+        lambda: (contextlib.nullcontext(), _EnterOnly()),
+    "__exit__ without __enter__ as the forward's": lambda: (_ExitOnly(), contextlib.nullcontext()),
     "three context managers": lambda: (contextlib.nullcontext(),) * 3,
     "one context manager in a tuple": lambda: (contextlib.nullcontext(),),
     "an empty tuple": lambda: (),

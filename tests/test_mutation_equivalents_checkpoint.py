@@ -303,5 +303,24 @@ def test_global_state_is_always_built_with_every_field(monkeypatch) -> None:
     assert counts and set(counts) == {4}
 
 
+def test_the_graph_task_id_outside_a_backward_is_the_cached_minus_one(monkeypatch) -> None:
+    """frame.py:78 (``gid == -1`` to ``gid is -1``): ``gid`` is what
+    ``torch._C._current_graph_task_id()`` returns, an int made from a C integer; CPython
+    hands out one shared object for every int from -5 to 256, so an int equal to -1 is
+    that object and ``is`` agrees with ``==``. Shown where the id is read: outside a
+    backward (-1: ``is -1`` too) and inside one (a task id: neither), and through
+    ``_graph_task_id`` itself, which mints a fresh id outside a backward only."""
+    seen: list[int] = []
+    outside = torch._C._current_graph_task_id()
+    x = torch.ones(2, requires_grad=True)
+    x.register_hook(lambda g: seen.append(torch._C._current_graph_task_id()) or g)
+    (x * 2).sum().backward()
+    minus_one = int("-1")  # made at run time, not a literal: the cached object all the same
+    for gid in (outside, *seen):
+        assert type(gid) is int and (gid == -1) == (gid is minus_one)
+    assert outside == -1 and seen and seen[0] != -1
+    assert frame_module._graph_task_id() != frame_module._graph_task_id()  # fresh each time
+
+
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(pytest.main([__file__, "-q"]))
