@@ -8,9 +8,10 @@ value the backward reads only through pointwise ops is recomputed when that keep
 bytes. refimpl's list (``refimpl.partition.candidates.CHEAP_OPS``) lacked ``iota`` (what
 ``arange`` decomposes to), ``index`` and ``gather``: it kept their outputs at budget 1.0
 where torch recomputes them. The properties' factory links
-(``refimpl.strategies.programs.pointwise_chains``) catch the first; these programs pin the
-indexing ops, whose index tensor a chain property cannot leave out (the backward's scatter
-reads it, so the fewest-bytes plan of the brute force is not torch's).
+(``refimpl.strategies.programs.pointwise_chains``) catch the first, its indexing links the
+others; these programs pin all three at hand-counted bytes, and pin the property's
+expectation (``SaveProblem.runtime_optimised``: the index, which the backward's scatter
+reads from memory, is kept) at the same figures.
 
 Expected bytes are counted by hand: float32 values of shape ``(3, 5)`` are 60 bytes, the
 int64 index ``arange(4, -1, -1)`` is 40.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from refimpl.expect.partition_brute import trace_reference
 from refimpl.partition.api import explain
 
 
@@ -51,3 +53,23 @@ def test_budget_one_recomputes_an_arange():
     plan = explain(fn, x, w, memory_budget=1.0)
     assert plan.saved_bytes == 60, plan.summary()  # the matmul's output; the ramp recomputed
     assert any(name.startswith("iota") for name in plan.recomputed), plan.summary()
+
+
+@pytest.mark.parametrize("kind", ["gather", "index"])
+def test_the_chain_expectation_keeps_the_index_of_an_indexing_op(kind: str):
+    """The brute force's runtime-optimised plan: the matmul's output (60 bytes) and the
+    int64 index its backward scatter materialises (40), the rest recomputed at 0 FLOPs."""
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True)
+    problem = trace_reference(_indexing(kind), [x, w], seed=0).problem
+    assert problem.runtime_optimised().bytes == 60 + 40
+    assert problem.runtime_optimised().flops == 0
+    assert [n.name for n in problem.nodes if n.materialised][:1] == ["iota"]
+
+
+def test_the_chain_expectation_recomputes_a_ramp_a_multiply_reads():
+    """A factory read only through a multiply (pointwise) is not materialised: 60 bytes."""
+    def fn(x, w):
+        return ((x @ w).cos() * torch.arange(1, 6) / 5).sin().sum()
+
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True)
+    assert trace_reference(fn, [x, w], seed=0).problem.runtime_optimised().bytes == 60

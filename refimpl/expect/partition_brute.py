@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -59,6 +59,9 @@ class FwdNode:
     flops: int  # torch's FLOP formula for the op (0 without one)
     policy: str = ""  # a checkpoint region's mark: CheckpointPolicy's name, lower case
     region: int | None = None  # the checkpoint region's id (``ac_graph_id``)
+    #: a backward op that is not pointwise reads its value (directly or through views):
+    #: the backward materialises it there (e.g. a gather's index, read by its scatter)
+    materialised: bool = False
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,18 @@ class SaveProblem:
         assert outcome is not None  # nothing banned is left to recompute
         return outcome
 
+    def runtime_optimised(self) -> Outcome:
+        """The fewest bytes among the plans that recompute the fewest FLOPs, when every
+        value the forward outputs need and the backward materialises (``materialised``) is
+        kept too: torch's budget-1.0 rule bans those from recompute, since the backward op
+        reads them from memory either way (recomputing them spares no traffic). Views are
+        never banned; their base is."""
+        forward = self.forward_needed
+        kept = tuple(replace(n, banned=True) if n.materialised and i in forward
+                     and n.storage == i and not n.primal else n
+                     for i, n in enumerate(self.nodes))
+        return SaveProblem(kept, self.reads, self.outputs).frontier()[-1]
+
     def save_everything(self) -> Outcome:
         """Save every candidate: nothing recomputed (what the backward reads, kept)."""
         outcome = self.evaluate(frozenset(self.candidates))
@@ -218,6 +233,23 @@ def _banned(node: fx.Node) -> bool:
         p = node.args[k] if k < len(node.args) else node.kwargs.get("dropout_p", 0.0)
         return p != 0
     return True
+
+
+def _materialised(node: fx.Node, backward: set[fx.Node]) -> bool:
+    """Whether a backward op that is not pointwise reads ``node``'s value, directly or
+    through views (a view passes its base's value on; the walk goes through it)."""
+    stack, seen = list(node.users), set()
+    while stack:
+        user = stack.pop()
+        if user in seen or user.op != "call_function":
+            continue
+        seen.add(user)
+        if _is_view(user):
+            stack.extend(user.users)
+        elif user in backward and not (isinstance(user.target, torch._ops.OpOverload)
+                                       and torch.Tag.pointwise in user.target.tags):
+            return True
+    return False
 
 
 def _flops(node: fx.Node) -> int:
@@ -274,7 +306,8 @@ def save_problem(gm: fx.GraphModule, num_fwd_outputs: int,
                                                                  torch.Tensor),
             storage=storage, bytes=0 if (view or input_alias) else _nbytes(n.meta.get("val")),
             flops=0 if primal else _flops(n), policy=_policy(n),
-            region=n.meta.get("ac_graph_id")))
+            region=n.meta.get("ac_graph_id"),
+            materialised=not view and not primal and _materialised(n, backward)))
     output = next(iter(gm.graph.find_nodes(op="output")))
     grads = torch.utils._pytree.tree_leaves(output.args)[num_fwd_outputs:]
     reads = [index[i] for n in backward for i in n.all_input_nodes

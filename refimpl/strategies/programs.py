@@ -64,7 +64,7 @@ values it makes, so the recompute reads nothing from an iterator or a closure.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from hypothesis import strategies as st
@@ -94,6 +94,10 @@ POINTWISE = {"cos": torch.cos, "sin": torch.sin, "tanh": torch.tanh,
 #: as recomputable, and the multiply's backward reads the factory's value
 FACTORIES = {"arange": lambda w, **kw: torch.arange(1, w + 1, **kw) / w,
              "full": lambda w, **kw: torch.full((w,), 0.5, **kw)}
+#: an ``indexing`` link of :func:`pointwise_chains` reads its value through a reversed-column
+#: index (``gather`` or ``index``, both on torch's recomputable allowlist); the index, an int64
+#: ``arange`` made from no tensor, is read by the link's backward scatter (not pointwise)
+INDEXINGS = ("gather", "index")
 #: pointwise ops whose backward reads their input (relu's reads its output's sign only).
 NONLINEAR = ("cos", "sin", "tanh", "sigmoid")
 REGION_POLICIES = ("plain", "save_mm", "nested")
@@ -265,6 +269,9 @@ def _apply(step: Step, vs: list[torch.Tensor], weight: torch.Tensor | None) -> t
             return v.cos()
         case "factory":
             return v * FACTORIES[step.variant](v.shape[1], dtype=v.dtype, device=v.device)
+        case "indexing":
+            idx = torch.arange(v.shape[1] - 1, -1, -1, device=v.device)
+            return v.gather(1, idx.expand(v.shape)) if step.variant == "gather" else v[:, idx]
         case "inplace":
             fresh = v.clone()
             if step.variant == "relu_":
@@ -425,19 +432,29 @@ def random_chains(draw) -> ProgramSpec:
 
 @st.composite
 def pointwise_chains(draw) -> ProgramSpec:
-    """``x @ W`` read through a chain of two or three links, each a nonlinear pointwise op
-    or, with probability 1/2, a ``factory`` link (``v * arange(...)`` or ``v * full(...)``,
-    :data:`FACTORIES`): the backward reads the matmul's output and each link of the chain
-    (and each factory's value), every one of them through a pointwise op. Keeping only the
-    matmul's output and recomputing the chain, factories included, from it recomputes no
-    FLOPs. The last link is the output."""
+    """``x @ W`` read through a chain of two or three links, each (a third of the time
+    each) a nonlinear pointwise op, a ``factory`` link (``v * arange(...)`` or
+    ``v * full(...)``, :data:`FACTORIES`) or an ``indexing`` link (``gather`` or ``index``
+    by a reversed-column int64 ``arange``, :data:`INDEXINGS`, between two nonlinear
+    pointwise links): the backward reads the
+    matmul's output and each link of the chain (and each factory's value) through a
+    pointwise op, and an indexing link's index through its scatter, which is not
+    pointwise. Keeping the matmul's output (and the index, which that scatter reads from
+    memory anyway) and recomputing the rest of the chain recomputes no FLOPs. The last
+    link is the output."""
     n, width, out = draw(st.integers(1, 6)), draw(st.integers(2, 8)), draw(st.integers(2, 8))
     steps = [Step("mm", "mm", (0,), out)]
     links = st.one_of(st.tuples(st.just("pointwise"), st.sampled_from(NONLINEAR)),
-                      st.tuples(st.just("factory"), st.sampled_from(sorted(FACTORIES))))
+                      st.tuples(st.just("factory"), st.sampled_from(sorted(FACTORIES))),
+                      st.tuples(st.just("indexing"), st.sampled_from(INDEXINGS)))
     for _ in range(draw(st.integers(2, 3))):
         kind, variant = draw(links, label="link")
-        steps.append(Step(kind, variant, (len(steps),), out))
+        # an indexing link sits between two pointwise ones: its output is read by the
+        # backward and is not the matmul's own, so keeping it costs bytes a plan can spare
+        around = [Step("pointwise", draw(st.sampled_from(NONLINEAR)), (), out)
+                  for _ in range(2 if kind == "indexing" else 0)]
+        for step in [*around[:1], Step(kind, variant, (), out), *around[1:]]:
+            steps.append(replace(step, reads=(len(steps),)))
     return ProgramSpec(n, width, tuple(steps), outputs=(len(steps),))
 
 
@@ -583,6 +600,11 @@ def _features() -> tuple[Feature, ...]:
         Feature("partition", "factory_ops", "a tensor made from no tensor (arange, full) "
                 "that the forward needs and the backward reads", pointwise_chains,
                 lambda spec: any(s.kind == "factory" for s in spec.steps),
+                "test_partition_properties.py::"
+                "test_partition_at_budget_one_recomputes_a_pointwise_chain"),
+        Feature("partition", "indexing_ops", "gather or index by an int64 index made from "
+                "no tensor (arange), which the backward's scatter reads", pointwise_chains,
+                lambda spec: any(s.kind == "indexing" for s in spec.steps),
                 "test_partition_properties.py::"
                 "test_partition_at_budget_one_recomputes_a_pointwise_chain"),
         Feature("partition", "checkpoint_regions", "user checkpoint regions (plain, "
