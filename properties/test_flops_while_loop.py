@@ -10,7 +10,8 @@ silent 0: the body's products once per iteration, under "Global" and the module.
 
 Checked: ``get_flop_counts()`` equals the hand count (zero entries included), no op is
 listed as uncounted (where the counter lists them), and the module's output equals the
-body applied that many times, computed without while_loop.
+body applied that many times, computed without while_loop, and never aliases its input
+(a loop that never ran returns copies).
 
 Reach: the loop runs a number of times other than once and its body counts FLOPs (the
 count per iteration is a real multiplication).
@@ -47,6 +48,9 @@ def test_while_loop_counts_every_iteration_and_returns_the_last(refimpl_backend,
     assert uncounted == {}, f"{refimpl_backend.name}: {program!r}: listed {uncounted} uncounted"
     assert isinstance(out, torch.Tensor), (
         f"{refimpl_backend.name}: {program!r}: the module returned {out!r} under the counter")
+    assert out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr(), (
+        f"{refimpl_backend.name}: {program!r}: the module's output aliases its input (a loop "
+        "that never ran must return copies)")
     torch.testing.assert_close(out, loop_result(program, x), msg=lambda m: (
         f"{refimpl_backend.name}: {program!r}: the module's output under the counter is not "
         f"the body applied {program.iterations} times: {m}"))

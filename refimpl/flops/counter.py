@@ -262,13 +262,13 @@ class _CountingMode(TorchDispatchMode):
         ops are counted (the count of this call: the iterations depend on the data, so no
         bound holds for another call). Returns the last carried values, copies where the body
         never ran (as torch's eager loop does: an output never aliases an input)."""
-        carried, ran = tuple(carried_inputs), False
-        while True:
+        carried = tuple(carried_inputs)
+        with self:
+            pred = cond_fn(*carried, *additional_inputs)
+        if not bool(pred):
+            return tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in carried)
+        while bool(pred):
             with self:
+                carried = tuple(body_fn(*carried, *additional_inputs))
                 pred = cond_fn(*carried, *additional_inputs)
-            if not bool(pred):
-                break
-            with self:
-                carried, ran = tuple(body_fn(*carried, *additional_inputs)), True
-        return carried if ran else tuple(
-            v.clone() if isinstance(v, torch.Tensor) else v for v in carried)
+        return carried
