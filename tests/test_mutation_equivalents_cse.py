@@ -27,7 +27,7 @@ from torch import fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from refimpl.cse import effects as effects_module
-from refimpl.cse.effects import effect_of, effects_of, node_inputs, summarize_op
+from refimpl.cse.effects import Effect, effect_of, effects_of, node_inputs, summarize_op
 from refimpl.cse.eliminate import MergePass, find_duplicates, fx_graph_cse
 from refimpl.cse.keys import _freeze_other, freeze
 from refimpl.strategies import op_graphs
@@ -343,3 +343,59 @@ def test_a_method_name_is_no_function():
         assert getattr(name, "__name__", "") == ""
     assert getattr(math, "", None) is None and getattr(builtins, "", None) is None
     assert not "".startswith("sym_")
+
+
+def test_every_schema_name_has_one_namespace_separator():
+    """``refimpl/cse/effects.py:229 core/ReplaceUnaryOperator_USub_UAdd 0`` (tree 84e2ef7;
+    the line ``name = schema.name.split("::")[-1]``): ``[+1]`` for ``[-1]``. Exhaustive over
+    every schema torch registers: each name is ``namespace::name``, two parts, so item 1 is
+    the last item."""
+    schemas = torch._C._jit_get_all_schemas()
+    assert len(schemas) > 1000
+    for schema in schemas:
+        parts = schema.name.split("::")
+        assert len(parts) == 2 and parts[+1] == parts[-1], schema.name
+
+
+def _random_by_stripped_name() -> dict[str, bool]:
+    """Every method name for which A is false and B true in the mutant of line 314 below
+    (``base_``, ``base__``, read as ``_packet_effect`` reads it: ``aten.<name>`` or
+    ``aten._<name>``), with C: whether a plain overload carries a random tag."""
+    found = {}
+    for base in sorted(effects_module.RANDOM_NAMES):
+        for name in (base + "_", base + "__"):
+            packet = getattr(torch.ops.aten, name, None) or getattr(
+                torch.ops.aten, "_" + name, None)
+            if packet is None:
+                continue
+            overloads = [getattr(packet, o) for o in packet.overloads()]
+            plain = [op for op in overloads if not op._schema.is_mutable] or overloads
+            found[name] = any(t in op.tags for op in plain for t in effects_module._RANDOM_TAGS)
+    return found
+
+
+def test_an_inplace_draw_is_random_or_mutating_alike():
+    """``refimpl/cse/effects.py:314 core/ReplaceOrWithAnd 18`` (tree 84e2ef7; today's
+    ``_packet_effect``): ``A or (B and C)`` for ``A or B or C``, A the name in RANDOM_NAMES,
+    B the name stripped of ``_`` in it, C a random tag. They differ only where A is false
+    and B true (exhaustive: every such name, ``uniform_``, ``bernoulli_``...) and C false.
+    Today C is true for each (so ``B and C`` is B); were one untagged, no RANDOM_NAMES
+    entry ends in ``_``, so the name does (an in-place method), and the next rule makes it
+    ``mutating`` with the same writes and aliases (no in-place-view tag), shown for each:
+    CSE reads an Effect's kind only as ``== "pure"`` (``mergeable``; ``_draws_nothing`` is
+    OpSummary's), so ``random`` and ``mutating`` are one verdict."""
+    assert not any(name.endswith("_") for name in effects_module.RANDOM_NAMES)
+    found = _random_by_stripped_name()
+    assert {"uniform_", "bernoulli_", "normal_", "random_"} <= set(found)
+    for name in found:
+        graph = fx.Graph()
+        x = graph.placeholder("x")
+        node = graph.call_method(name, (x,))
+        graph.output((node,))
+        packet = getattr(torch.ops.aten, name, None) or getattr(torch.ops.aten, "_" + name)
+        assert not any(torch.Tag.inplace_view in getattr(packet, o).tags
+                       for o in packet.overloads())
+        mutant = Effect("mutating", writes=(x,), aliases=(x,), inplace_view=False)
+        assert effect_of(node) == dataclasses.replace(mutant, kind="random"), name
+    sources = "\n".join(p.read_text() for p in CSE_DIR.glob("*.py"))
+    assert sources.count(".kind") == 3 and 'effect.kind == "pure"' in sources

@@ -308,15 +308,17 @@ def _pure_python_effect(node: fx.Node, inputs: tuple[fx.Node, ...]) -> Effect:
 
 def _inplace_argument(node: fx.Node) -> bool:
     """A Python function's ``inplace`` parameter (``F.relu(x, True)``, ``F.dropout(x,
-    inplace=True)``), given by keyword or by position; a graph value there may be True."""
+    inplace=True)``), given by keyword or by position: the functions test it with ``if
+    inplace:``, so a constant writes when it is true (``None`` and ``0`` do not); a graph
+    value there may be true."""
     if node.op != "call_function":
         return False
     try:
         bound = inspect.signature(node.target).bind(*node.args, **node.kwargs)
+        flag = bound.arguments.get("inplace", False)
     except (TypeError, ValueError):  # no signature, or arguments it does not take
-        return node.kwargs.get("inplace") is not False and "inplace" in node.kwargs
-    flag = bound.arguments.get("inplace", False)
-    return flag is not False
+        flag = node.kwargs.get("inplace", False)
+    return isinstance(flag, fx.Node) or bool(flag)
 
 
 def _packet_effect(node, name: str, packet, inputs: tuple[fx.Node, ...]) -> Effect:

@@ -116,15 +116,17 @@ def _named_kind(node: fx.Node) -> str:
 
 
 def _writes_by_flag(node: fx.Node) -> bool:
-    """An ``inplace`` argument that is not ``False`` (``F.relu(x, True)``), by keyword or
-    by position; an ``out=`` tensor."""
+    """A true ``inplace`` argument (``F.relu(x, True)``; torch.nn.functional tests ``if
+    inplace:``, so ``None`` and ``0`` write nothing), by keyword or by position, or one
+    that is a graph value (it may be true); an ``out=`` tensor."""
     if node.kwargs.get("out") is not None:
         return True
     try:
-        bound = inspect.signature(node.target).bind(*node.args, **node.kwargs)
+        given = inspect.signature(node.target).bind(*node.args, **node.kwargs).arguments
     except (TypeError, ValueError):  # a method name, a builtin without a signature
-        return node.kwargs.get("inplace", False) is not False
-    return bound.arguments.get("inplace", False) is not False
+        given = node.kwargs
+    flag = given.get("inplace", False)
+    return isinstance(flag, fx.Node) or bool(flag)
 
 
 def _snapshot(value):

@@ -268,6 +268,8 @@ def _binary(name, target, emit_torch: Emit, any_dtype=False) -> OpKind:
                   any_dtype=any_dtype)
 
 
+#: F.relu's ``inplace`` keyword left out or given a false constant: never a write
+RELU_NOT_INPLACE = ((), (("inplace", False),), (("inplace", 0),), (("inplace", None),))
 #: gelu's ``approximate`` keyword: left out (its default, ``"none"``) or given.
 GELU_APPROXIMATE = ("none", "tanh")
 
@@ -287,8 +289,11 @@ _PURE = [
            kwarg_options=(("approximate", GELU_APPROXIMATE),)),
     _unary("neg", aten.neg.default, _call(operator.neg)),
     _unary("relu", aten.relu.default, _call(torch.relu)),
-    # F.relu is a Python function whose ``inplace`` parameter defaults to False: not a write
-    _unary("relu_fn", aten.relu.default, _call(F.relu)),
+    # F.relu is a Python function whose ``inplace`` parameter defaults to False: not a write,
+    # left out or given a false constant of any type (False, 0, None: ``if inplace:``)
+    OpKind("relu_fn", "unary", 1, _any,
+           lambda g, ns, p: g.call_function(aten.relu.default, (ns[0],)), _call(F.relu), _same,
+           lambda vs, consts: st.sampled_from(RELU_NOT_INPLACE)),
     # make_fx records the size as a constant (a SymInt node when it traces symbolically:
     # SYMBOLIC_EMITS); symbolic_trace a size call and sym_float
     OpKind("scale_by_size", "unary", 1, _any, _call(aten.mul.Tensor, 1),
