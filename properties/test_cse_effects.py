@@ -98,3 +98,10 @@ def test_a_maybe_copy_is_merged_exactly_when_it_is_a_view(refimpl_backend, case)
     contiguous (both are views of it: expected merged), two when it is transposed (both
     copy), with static sizes and with symbolic ones."""
     _judged(refimpl_backend, case, merged=True)
+
+
+@given(cse_cases(("views_after_write",)))
+def test_equal_views_after_a_write_keep_its_readers_equal(refimpl_backend, case):
+    """``y.mul_(2); a = cos(y); v = y.t(); w = y.t(); b = cos(y)``: ``w`` is ``v`` and ``b``
+    is ``a`` (the write comes before every read), whether ``y`` is an input or a clone."""
+    _judged(refimpl_backend, case, merged=True)

@@ -49,6 +49,8 @@ The shapes (each a class of bugs, not one bug):
 * ``dead_repeat``: a graph with no inputs: ``a = full(...)``, a write to ``a`` (``tril_``,
   ``cumsum_``: not elementwise; ``mul_``), the same ``full`` again that nothing reads: the
   repeat is expected removed (no reader of it sees the write).
+* ``views_after_write``: ``y.<writer>(); a = pure(y); v = view(y); w = view(y); b =
+  pure(y)``: ``w`` and ``b`` expected merged (the write comes before every read).
 * ``lifted_refusal``: ``a = make(x); b = make(x); r = pure(b); a.<writer>(); s = pure(b)``:
   ``s`` repeats ``r``, and once it is gone ``b`` may become ``a``: 2 nodes expected removed.
 
@@ -303,6 +305,19 @@ def _view_chain_write(emit, xs, clone, first, second, writer, pure):
     return [emit.op(aten.add.Tensor, "add", a, emit.pure(pure, base))]
 
 
+def _views_after_write(emit, xs, clone, view, writer, pure):
+    """``y.<writer>(); a = pure(y); v = view(y); w = view(y); b = pure(y)``: the write comes
+    before every read, so ``w`` repeats ``v`` (one storage already) and ``b`` repeats ``a``
+    (nothing written between them): 2 merges. Merging the equal views must not count the
+    write to ``y`` again (``b`` would look like a newer value)."""
+    base = emit.base(xs[0], clone)
+    emit.write(writer, base)
+    a = emit.pure(pure, base)
+    v, w = emit.view(view, base), emit.view(view, base)
+    b = emit.pure(pure, base)
+    return [emit.op(aten.add.Tensor, "add", a, b), emit.op(aten.add.Tensor, "add", v, w)]
+
+
 def _out_write(emit, xs, into_view, op, pure):
     """``y = x.clone(); a = pure(y); op(x, out=y or y.t()); b = pure(y)``: an ``out=`` call
     writes its ``out`` argument (keyword-only), directly or through a view."""
@@ -478,6 +493,8 @@ SHAPES: dict[str, Shape] = {
         tuple(OPAQUE_ALIASES), _BOOL, ORDERS, tuple(WRITERS), tuple(PURE))),
     "view_chain_write": Shape(_view_chain_write, 1, ("aten", "torch"), (
         _BOOL, tuple(VIEWS), SECOND_VIEWS, tuple(WRITERS), tuple(PURE))),
+    "views_after_write": Shape(_views_after_write, 1, ("aten", "torch"), (
+        _BOOL, tuple(VIEWS), tuple(WRITERS), tuple(PURE)), merges=lambda *choices: 2),
     "out_write": Shape(_out_write, 1, ("aten", "torch"), (_BOOL, tuple(OUT_OPS), tuple(PURE))),
     "keyword_arguments": Shape(_keyword_arguments, 1, ("aten",), (
         _BOOL, tuple(VIEWS), ("mul_", "add_"), tuple(PURE))),
