@@ -105,3 +105,10 @@ def test_equal_views_after_a_write_keep_its_readers_equal(refimpl_backend, case)
     """``y.mul_(2); a = cos(y); v = y.t(); w = y.t(); b = cos(y)``: ``w`` is ``v`` and ``b``
     is ``a`` (the write comes before every read), whether ``y`` is an input or a clone."""
     _judged(refimpl_backend, case, merged=True)
+
+
+@given(cse_cases(("unbacked_sizes",)))
+def test_values_of_a_data_dependent_size_are_merged(refimpl_backend, case):
+    """``n = x.nonzero().float(); a = cos(n); b = cos(n)`` traced symbolically (``n``'s rows
+    are an unbacked symbol): ``b`` is ``a``; only a node defining such a symbol stays."""
+    _judged(refimpl_backend, case, merged=True)

@@ -51,6 +51,8 @@ The shapes (each a class of bugs, not one bug):
   repeat is expected removed (no reader of it sees the write).
 * ``views_after_write``: ``y.<writer>(); a = pure(y); v = view(y); w = view(y); b =
   pure(y)``: ``w`` and ``b`` expected merged (the write comes before every read).
+* ``unbacked_sizes``: (symbolic dialect) ``pure(n)`` twice, ``n`` of a data-dependent size
+  (``nonzero``: an unbacked symbol): expected merged.
 * ``lifted_refusal``: ``a = make(x); b = make(x); r = pure(b); a.<writer>(); s = pure(b)``:
   ``s`` repeats ``r``, and once it is gone ``b`` may become ``a``: 2 nodes expected removed.
 
@@ -318,6 +320,16 @@ def _views_after_write(emit, xs, clone, view, writer, pure):
     return [emit.op(aten.add.Tensor, "add", a, b), emit.op(aten.add.Tensor, "add", v, w)]
 
 
+def _unbacked_sizes(emit, xs, pure):
+    """``n = nonzero(x).to(float32); a = pure(n); b = pure(n)``: in the symbolic dialect
+    ``n``'s rows are a data-dependent size (an unbacked symbol ``u0``); values of such a
+    size are values like any other (only a node that defines the symbol is not): ``b``
+    expected merged."""
+    rows = emit.op(aten.nonzero.default, "nonzero", xs[0])
+    n = emit.op(aten._to_copy.default, "", rows, dtype=torch.float32)
+    return [emit.op(aten.add.Tensor, "add", emit.pure(pure, n), emit.pure(pure, n))]
+
+
 def _out_write(emit, xs, into_view, op, pure):
     """``y = x.clone(); a = pure(y); op(x, out=y or y.t()); b = pure(y)``: an ``out=`` call
     writes its ``out`` argument (keyword-only), directly or through a view."""
@@ -495,6 +507,8 @@ SHAPES: dict[str, Shape] = {
         _BOOL, tuple(VIEWS), SECOND_VIEWS, tuple(WRITERS), tuple(PURE))),
     "views_after_write": Shape(_views_after_write, 1, ("aten", "torch"), (
         _BOOL, tuple(VIEWS), tuple(WRITERS), tuple(PURE)), merges=lambda *choices: 2),
+    "unbacked_sizes": Shape(_unbacked_sizes, 1, ("symbolic",), (tuple(PURE),),
+                            merges=lambda pure: 1),
     "out_write": Shape(_out_write, 1, ("aten", "torch"), (_BOOL, tuple(OUT_OPS), tuple(PURE))),
     "keyword_arguments": Shape(_keyword_arguments, 1, ("aten",), (
         _BOOL, tuple(VIEWS), ("mul_", "add_"), tuple(PURE))),
