@@ -39,3 +39,13 @@ def test_complex_constants_that_differ_in_their_imaginary_part_are_two_calls(
     gm, new_graph = run_case(refimpl_backend, case)
     reach(True)
     assert_sound(refimpl_backend, case, gm, new_graph)
+
+
+@given(cse_cases(("lookalike_fills",)))
+def test_constants_equal_in_value_but_not_in_type_or_bits_are_two_calls(
+        refimpl_backend, case):
+    """``full([3, 3], 1)`` and ``full([3, 3], True)`` (int64 and bool), ``1.0``; ``0.0`` and
+    ``-0.0``; ``nan`` and ``-nan``: each fill its own tensor, as in eager (dtype and bits)."""
+    gm, new_graph = run_case(refimpl_backend, case)
+    reach(True)
+    assert_sound(refimpl_backend, case, gm, new_graph)

@@ -53,6 +53,9 @@ The shapes (each a class of bugs, not one bug):
   pure(y)``: ``w`` and ``b`` expected merged (the write comes before every read).
 * ``unbacked_sizes``: (symbolic dialect) ``pure(n)`` twice, ``n`` of a data-dependent size
   (``nonzero``: an unbacked symbol): expected merged.
+* ``lookalike_fills``: ``full([3, 3], c1)`` and ``full([3, 3], c2)``, ``c1 == c2`` of
+  another type or bits (``1``/``True``/``1.0``, ``0.0``/``-0.0``, ``nan``/``-nan``): never
+  merged.
 * ``lifted_refusal``: ``a = make(x); b = make(x); r = pure(b); a.<writer>(); s = pure(b)``:
   ``s`` repeats ``r``, and once it is gone ``b`` may become ``a``: 2 nodes expected removed.
 
@@ -63,6 +66,7 @@ to its first item).
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 from dataclasses import dataclass
 
@@ -330,6 +334,19 @@ def _unbacked_sizes(emit, xs, pure):
     return [emit.op(aten.add.Tensor, "add", emit.pure(pure, n), emit.pure(pure, n))]
 
 
+#: fill values ``==`` (or hashing) confuses although their type or bits differ
+LOOKALIKE_FILLS = ((1, True), (1, 1.0), (True, 1.0), (0, False), (0.0, -0.0),
+                   (math.nan, -math.nan))
+
+
+def _lookalike_fills(emit, xs, pair):
+    """``a = full([3, 3], c1); b = full([3, 3], c2)`` with ``c1 == c2`` (or both NaN) but of
+    another type (bool, int, float: the tensor's dtype) or other bits (a signed zero, a NaN's
+    sign): two values, never merged. Returns a clone of each (so neither fill escapes)."""
+    a, b = (emit.op(aten.full.default, "full", [3, 3], fill) for fill in pair)
+    return [emit.op(aten.clone.default, ".clone", a), emit.op(aten.clone.default, ".clone", b)]
+
+
 def _out_write(emit, xs, into_view, op, pure):
     """``y = x.clone(); a = pure(y); op(x, out=y or y.t()); b = pure(y)``: an ``out=`` call
     writes its ``out`` argument (keyword-only), directly or through a view."""
@@ -509,6 +526,7 @@ SHAPES: dict[str, Shape] = {
         _BOOL, tuple(VIEWS), tuple(WRITERS), tuple(PURE)), merges=lambda *choices: 2),
     "unbacked_sizes": Shape(_unbacked_sizes, 1, ("symbolic",), (tuple(PURE),),
                             merges=lambda pure: 1),
+    "lookalike_fills": Shape(_lookalike_fills, 0, ("aten", "torch"), (LOOKALIKE_FILLS,)),
     "out_write": Shape(_out_write, 1, ("aten", "torch"), (_BOOL, tuple(OUT_OPS), tuple(PURE))),
     "keyword_arguments": Shape(_keyword_arguments, 1, ("aten",), (
         _BOOL, tuple(VIEWS), ("mul_", "add_"), tuple(PURE))),
