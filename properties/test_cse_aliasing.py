@@ -74,3 +74,10 @@ def test_an_out_argument_is_written(refimpl_backend, case):
     """``a = cos(y); torch.neg(x, out=y.t()); b = cos(y)``: the keyword-only ``out``
     argument is written, directly or through a view."""
     _judged(refimpl_backend, case)
+
+
+@given(cse_cases(("reshaped_twin",)))
+def test_an_inplace_view_op_separates_equal_views(refimpl_backend, case):
+    """``v = y.t(); w = y.t(); v.t_(); cos(v) + cos(w)``: ``t_`` changes ``v``'s shape and
+    strides, not ``w``'s, so the two equal views stay two (as in eager)."""
+    _judged(refimpl_backend, case)

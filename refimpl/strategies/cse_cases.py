@@ -56,6 +56,8 @@ The shapes (each a class of bugs, not one bug):
 * ``lookalike_fills``: ``full([3, 3], c1)`` and ``full([3, 3], c2)``, ``c1 == c2`` of
   another type or bits (``1``/``True``/``1.0``, ``0.0``/``-0.0``, ``nan``/``-nan``): never
   merged.
+* ``reshaped_twin``: ``v = y.t(); w = y.t(); v.t_()`` (or ``transpose_``), ``pure(v) +
+  pure(w)``: ``v`` and ``w`` differ in shape once ``v`` is transposed in place: never merged.
 * ``lifted_refusal``: ``a = make(x); b = make(x); r = pure(b); a.<writer>(); s = pure(b)``:
   ``s`` repeats ``r``, and once it is gone ``b`` may become ``a``: 2 nodes expected removed.
 
@@ -347,6 +349,22 @@ def _lookalike_fills(emit, xs, pair):
     return [emit.op(aten.clone.default, ".clone", a), emit.op(aten.clone.default, ".clone", b)]
 
 
+#: in-place view ops: they change the shape and strides of the view they write, not its data
+INPLACE_VIEWS = {"t_": (aten.t_.default, ".t_", ()),
+                 "transpose_": (aten.transpose_.default, ".transpose_", (0, 1))}
+
+
+def _reshaped_twin(emit, xs, clone, view, inplace_view, pure):
+    """``v = view(y); w = view(y); v.<inplace_view>(); pure(v) + pure(w)``: the in-place view
+    op changes ``v``'s shape, not ``w``'s, so the equal views ``v`` and ``w`` are two values
+    (never merged), whether ``y`` is an input or a clone."""
+    base = emit.base(xs[0], clone)
+    v, w = emit.view(view, base), emit.view(view, base)
+    aten_op, torch_name, args = INPLACE_VIEWS[inplace_view]
+    emit.op(aten_op, torch_name, v, *args, keep=True)
+    return [emit.op(aten.add.Tensor, "add", emit.pure(pure, v), emit.pure(pure, w))]
+
+
 def _out_write(emit, xs, into_view, op, pure):
     """``y = x.clone(); a = pure(y); op(x, out=y or y.t()); b = pure(y)``: an ``out=`` call
     writes its ``out`` argument (keyword-only), directly or through a view."""
@@ -527,6 +545,8 @@ SHAPES: dict[str, Shape] = {
     "unbacked_sizes": Shape(_unbacked_sizes, 1, ("symbolic",), (tuple(PURE),),
                             merges=lambda pure: 1),
     "lookalike_fills": Shape(_lookalike_fills, 0, ("aten", "torch"), (LOOKALIKE_FILLS,)),
+    "reshaped_twin": Shape(_reshaped_twin, 1, ("aten", "torch"), (
+        _BOOL, ("t", "transpose"), tuple(INPLACE_VIEWS), tuple(PURE))),
     "out_write": Shape(_out_write, 1, ("aten", "torch"), (_BOOL, tuple(OUT_OPS), tuple(PURE))),
     "keyword_arguments": Shape(_keyword_arguments, 1, ("aten",), (
         _BOOL, tuple(VIEWS), ("mul_", "add_"), tuple(PURE))),
