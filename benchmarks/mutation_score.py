@@ -304,19 +304,19 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         (_LAYOUT_EQ + "test_layouts_and_conv_classes_are_singletons",
          "layouts and conv classes are singletons: is and == agree"),
     # shown by the flops helper after the first run of seed 731252159, each by its test:
-    "refimpl/flops/counter.py:136 core/NumberReplacer 6":
+    "refimpl/flops/counter.py:139 core/NumberReplacer 6":
         (_FLOPS_EQ + "test_an_unbounded_table_depth_is_any_depth_past_the_deepest_name",
          "depth None is 10**9; each +-1 variant (>= 10**8) is past any module nesting"),
-    "refimpl/flops/counter.py:136 core/NumberReplacer 7":
+    "refimpl/flops/counter.py:139 core/NumberReplacer 7":
         (_FLOPS_EQ + "test_an_unbounded_table_depth_is_any_depth_past_the_deepest_name",
          "depth None is 10**9; each +-1 variant (>= 10**8) is past any module nesting"),
-    "refimpl/flops/counter.py:136 core/NumberReplacer 8":
+    "refimpl/flops/counter.py:139 core/NumberReplacer 8":
         (_FLOPS_EQ + "test_an_unbounded_table_depth_is_any_depth_past_the_deepest_name",
          "depth None is 10**9; each +-1 variant (>= 10**8) is past any module nesting"),
-    "refimpl/flops/counter.py:136 core/NumberReplacer 9":
+    "refimpl/flops/counter.py:139 core/NumberReplacer 9":
         (_FLOPS_EQ + "test_an_unbounded_table_depth_is_any_depth_past_the_deepest_name",
          "depth None is 10**9; each +-1 variant (>= 10**8) is past any module nesting"),
-    "refimpl/flops/counter.py:181 core/NumberReplacer 11":
+    "refimpl/flops/counter.py:184 core/NumberReplacer 11":
         (_FLOPS_EQ + "test_the_branch_bound_default_below_zero_changes_nothing",
          "FLOP counts are >= 0, so a default of -1 never wins the max over branches"),
     "refimpl/flops/formulas/conv.py:36 core/NumberReplacer 1":
@@ -431,6 +431,83 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "refimpl/cse/graph_check.py:44 core/ReplaceComparisonOperator_IsNot_NotEq 0":
         (_CSE_EQ + "test_graph_inequality_is_identity",
          "fx.Graph has no equality of its own: != between graphs is identity"),
+    "refimpl/flops/free_ops.py:152 core/ReplaceAndWithOr 0":
+        (_FLOPS_EQ + "test_the_in_place_base_rule_needs_a_trailing_underscore",
+         "no aten/prims/prim/higher-order op name of this torch, its last character cut, is a "
+         "free name unless the op is already free"),
+    "refimpl/flops/models.py:229 core/ReplaceComparisonOperator_Eq_LtE 3":
+        (_FLOPS_EQ + "test_hf_is_the_only_builtin_kind_at_or_below_hf",
+         "only non-factory MODELs reach the line, so with a ':' the kind is hf (torchvision is "
+         "handled before): == and <= agree"),
+    "refimpl/flops/table.py:65 core/NumberReplacer 17":
+        (_FLOPS_EQ + "test_a_negative_indent_is_no_indent",
+         "the indent is used only as ' ' * indent, and ' ' * -1 == ''"),
+    "refimpl/checkpointing/frame.py:78 core/ReplaceComparisonOperator_Eq_Is 0":
+        (_CHECKPOINT_EQ + "test_the_graph_task_id_outside_a_backward_is_the_cached_minus_one",
+         "the graph task id is an int made from a C long; CPython shares one -1 object, so is "
+         "and == agree"),
+    "refimpl/cse/aliasing.py:48 core/ReplaceComparisonOperator_IsNot_NotEq 1":
+        (_CSE_EQ + "test_node_inequality_is_identity",
+         "fx.Node defines no equality of its own, so != is identity"),
+    "refimpl/cse/effects.py:242 core/ReplaceUnaryOperator_USub_UAdd 0":
+        (_CSE_EQ + "test_every_schema_name_has_one_namespace_separator",
+         "every registered schema name splits into two parts on '::', so [+1] is [-1]"),
+    "refimpl/cse/effects.py:332 core/ReplaceOrWithAnd 19":
+        (_CSE_EQ + "test_an_inplace_draw_is_random_or_mutating_alike",
+         "where the conditions differ the node is an in-place random method: random or "
+         "mutating with the same writes and aliases, and CSE asks only whether it is pure"),
+    "refimpl/cse/eliminate.py:176 core/NumberReplacer 2":
+        (_CSE_EQ + "test_the_result_is_a_fixpoint",
+         "refused = 1 only adds passes over a result that is already a fixpoint"),
+    "refimpl/cse/eliminate.py:192 core/ReplaceComparisonOperator_IsNot_Eq 3":
+        (_CSE_EQ + "test_the_result_is_a_fixpoint",
+         "fx.Node equality is identity: first == node is first is node"),
+    "refimpl/partition/mincut.py:71 core/ReplaceComparisonOperator_Eq_GtE 0":
+        (_PARTITION_EQ + "test_mincut_71_level_ge_is_level_eq",
+         "Dinic's levels: an edge with capacity left never skips a level forward, so >= holds "
+         "where == does"),
+    "refimpl/partition/mutation.py:84 core/ReplaceComparisonOperator_Gt_NotEq 0":
+        (_PARTITION_EQ + "test_mutation_84_a_storage_never_has_negative_bytes",
+         "nbytes is a size_t: > 0 and != 0 agree"),
+    "refimpl/partition/region.py:57 core/ReplaceComparisonOperator_Eq_GtE 0":
+        (_PARTITION_EQ + "test_region_57_role_ge_forward_is_role_eq_forward_off_placeholders",
+         "the roles >= 'forward' adds are carried only by placeholder and output nodes, which "
+         "the condition drops"),
+    "refimpl/partition/graph.py:39 core/NumberReplacer 0":
+        (_PARTITION_EQ + "test_graph_39_every_joint_node_refimpl_makes_names_its_bytes",
+         "the one JointNode construction passes bytes=, so the default is never read"),
+    "refimpl/partition/knapsack.py:36 core/ReplaceComparisonOperator_Lt_LtE 1":
+        (_PARTITION_EQ + "test_knapsack_36_no_item_has_a_runtime_at_or_below_zero",
+         "knapsack's solvers are internal; their one caller passes candidates' items, whose "
+         "runtimes are all > 0"),
+    "refimpl/layout/decision.py:47 core/ReplaceComparisonOperator_Gt_NotEq 2":
+        (_LAYOUT_EQ + "test_a_conv_kernel_is_at_least_one_row_high",
+         "torch refuses a kernel of height 0, so kh >= 1, where != 1 answers as > 1"),
+    "refimpl/layout/decision.py:113 core/ReplaceComparisonOperator_Eq_GtE 2":
+        (_LAYOUT_EQ + "test_small_is_the_greatest_class_name",
+         "'small' sorts after the other three class names: == and >= agree"),
+    "refimpl/layout/plan.py:57 core/ReplaceComparisonOperator_Eq_Is 0":
+        (_LAYOUT_EQ + "test_an_alias_root_is_its_root_node_s_name",
+         "a class's root name is the root node's own name string: is and == agree"),
+    "refimpl/layout/ops.py:90 core/NumberReplacer 5":
+        (_LAYOUT_EQ + "test_conv_argument_padding",
+         "a conv that reaches conv_operands has a positional argument, so padding with 6 "
+         "reads the same positions"),
+    "refimpl/layout/facts.py:120 core/NumberReplacer 18":
+        (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
+         "a dynamic site says no before any class is read"),
+    "refimpl/layout/facts.py:120 core/NumberReplacer 19":
+        (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
+         "a dynamic site says no before any class is read"),
+    "refimpl/layout/facts.py:120 core/NumberReplacer 20":
+        (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
+         "a dynamic site says no before any class is read"),
+    "refimpl/layout/facts.py:120 core/NumberReplacer 21":
+        (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
+         "a dynamic site says no before any class is read"),
+    "refimpl/layout/facts.py:120 core/NumberReplacer 22":
+        (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
+         "a dynamic site says no before any class is read"),
 }
 
 #: What the fork server imports before forking (never refimpl: the children import the mutant).
