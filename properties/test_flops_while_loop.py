@@ -2,11 +2,12 @@
 
 Each example draws a program (:func:`refimpl.strategies.flop_programs.loop_programs`):
 square products outside every module, then a module that runs products, a
-``torch._higher_order_ops.while_loop`` whose body runs 1-3 drawn products 0-3 times, and
-more products. The expectation (:func:`refimpl.expect.flops.loop_counts`), by hand from the
-program's data, follows the loop's documented meaning (``while cond_fn(*carried): carried =
-body_fn(*carried)``) and the counter's rule that every op that runs is counted, never a
-silent 0: the body's products once per iteration, under "Global" and the module.
+``torch._higher_order_ops.while_loop`` whose body runs 1-3 drawn products 0, 2 or 3 times
+(once in an explicit example), and more products. The expectation
+(:func:`refimpl.expect.flops.loop_counts`), by hand from the program's data, follows the
+loop's documented meaning (``while cond_fn(*carried): carried = body_fn(*carried)``) and
+the counter's rule that every op that runs is counted, never a silent 0: the body's
+products once per iteration, under "Global" and the module.
 
 Checked: ``get_flop_counts()`` equals the hand count (zero entries included), no op is
 listed as uncounted (where the counter lists them), and the module's output equals the
@@ -24,7 +25,7 @@ counts nothing (docs/findings.md, FLOPs 17).
 from __future__ import annotations
 
 import torch
-from hypothesis import given
+from hypothesis import example, given
 
 from refimpl.expect.flops import loop_counts, loop_result, step_counts
 from refimpl.oracle import component
@@ -33,6 +34,8 @@ from refimpl.strategies.flop_programs import LoopProgram, loop_programs
 
 
 @given(loop_programs())
+@example(LoopProgram(outside=(), before=("mm",), body=("addmm",), after=(), iterations=1,
+                     size=2, seed=0))  # one iteration: the count per loop is the iteration's
 def test_while_loop_counts_every_iteration_and_returns_the_last(refimpl_backend,
                                                                  program: LoopProgram):
     body = step_counts(program.body, program.size)

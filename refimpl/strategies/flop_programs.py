@@ -32,8 +32,8 @@ only, or count 0 in one and be absent from the other. ``pred`` is drawn.
 :func:`loop_programs` draws a :class:`LoopProgram`, for ``torch.while_loop``: products
 outside every module, then a module (class ``LoopBlock``) that runs products (``before``),
 ``while_loop(i < iterations, (i, y) -> (i + 1, body(y)), (0, y))`` with 1-3 drawn body
-steps and 0-3 iterations (the limit is a tensor: one compiled loop serves every count), and
-more products (``after``).
+steps (the first a product that counts) and 0, 2 or 3 iterations (the limit is a tensor:
+one compiled loop serves every count), and more products (``after``).
 """
 
 from __future__ import annotations
@@ -328,6 +328,13 @@ class LoopProgram:
 def loop_programs(draw: st.DrawFn) -> LoopProgram:
     steps = lambda least, most: st.lists(st.sampled_from(sorted(COND_STEPS)), min_size=least,
                                          max_size=most).map(tuple)
-    return LoopProgram(draw(steps(0, 2)), draw(steps(0, 2)), draw(steps(1, 3)),
-                       draw(steps(0, 2)), draw(st.integers(0, 3)), draw(st.integers(1, 4)),
+    # not one: a loop run once cannot tell a count per iteration from a count per loop (the
+    # property runs one iteration as an explicit example)
+    iterations = st.sampled_from((2, 3, 0))
+    # the body's first step is a product that counts, so an iteration always costs FLOPs
+    counting = st.sampled_from(sorted(k for k in COND_STEPS if k != "empty"))
+    body = st.tuples(counting, steps(0, 2)).map(lambda first_rest: (first_rest[0],
+                                                                     *first_rest[1]))
+    return LoopProgram(draw(steps(0, 2)), draw(steps(0, 2)), draw(body),
+                       draw(steps(0, 2)), draw(iterations), draw(st.integers(1, 4)),
                        draw(st.integers(0, 2**16)))
