@@ -10,6 +10,7 @@ import torch
 import torch._functorch.config as fconfig
 
 import refimpl
+from refimpl.partition.api import fresh_entry
 from refimpl.partition.backend import DynamoBackend
 from refimpl.partition.fx_edge import trace_joint
 from refimpl.partition.graph import TraceError
@@ -226,3 +227,12 @@ def test_fx_edge_imports_neither_api_nor_backend():
     assert imports("backend").isdisjoint({"api"})
     assert not (folder / "trace.py").exists()  # the shim is gone (issue 30, item 4)
     assert {"backend", "fx_edge"} <= imports("api")
+
+
+def test_each_compile_gets_a_code_name_of_its_own():
+    """dynamo keeps what it learnt of a frame (automatic dynamic sizes and floats) by file,
+    line and code name: two entries named alike share it, and a float one compile saw change
+    came back symbolic in the next (torch 2.14: a dropout's p, "Could not guard on
+    data-dependent expression"). The name was ``id(object())``, the same address each time."""
+    names = {fresh_entry(lambda: None).__code__.co_name for _ in range(3)}
+    assert len(names) == 3, names

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -55,13 +56,21 @@ def _check_outputs(fn: Callable[..., Any], out: Any) -> Any:
     return out
 
 
+#: numbers the code objects of :func:`fresh_entry`, one per compile in this process
+_ENTRY_NUMBERS = itertools.count()
+
+
 def fresh_entry(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` behind a function whose code object is new, so that dynamo's per-code cache
-    (and its recompile limit) starts empty for this compile; ``fn`` is inlined into it."""
+    (and its recompile limit) starts empty for this compile; ``fn`` is inlined into it.
+
+    The code's name is new too (a process-wide count): dynamo also keeps what it learnt of a
+    frame (automatic dynamic sizes and floats) by file, line and name, so a name used again
+    would carry one compile's findings into the next."""
     def entry(*args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
 
-    code = entry.__code__.replace(co_name=f"refimpl_compiled_{id(object())}")
+    code = entry.__code__.replace(co_name=f"refimpl_compiled_{next(_ENTRY_NUMBERS)}")
     return types.FunctionType(code, entry.__globals__, code.co_name, None,
                               entry.__closure__)
 
