@@ -39,7 +39,7 @@ one compiled loop serves every count), and more products (``after``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -231,6 +231,25 @@ def apply_steps(steps: tuple[str, ...], y: torch.Tensor, x: torch.Tensor) -> tor
     return y
 
 
+class _ModuleProgram:
+    """What the cond and loop programs share: ``x`` is ``[size, size]`` from ``seed``, and a
+    run is the products outside every module, then the program's module (``block``)."""
+
+    block: ClassVar[type[nn.Module]]
+    outside: tuple[str, ...]
+    size: int
+    seed: int
+
+    def inputs(self) -> torch.Tensor:
+        g = torch.Generator().manual_seed(self.seed)
+        return torch.randn(self.size, self.size, generator=g) / self.size
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        """The outside products, then the module: its output."""
+        apply_steps(self.outside, x, x)
+        return self.block(self)(x)
+
+
 class CondBlock(nn.Module):
     """``before`` steps, ``torch.cond`` over the two branches' steps, ``after`` steps."""
 
@@ -249,7 +268,7 @@ class CondBlock(nn.Module):
 
 
 @dataclass(frozen=True)
-class CondProgram:
+class CondProgram(_ModuleProgram):
     """The drawn program (module docstring); ``x`` is ``[size, size]`` from ``seed``. Inside
     a branch the product's second operand is the branch's input."""
 
@@ -262,14 +281,7 @@ class CondProgram:
     size: int
     seed: int
 
-    def inputs(self) -> torch.Tensor:
-        g = torch.Generator().manual_seed(self.seed)
-        return torch.randn(self.size, self.size, generator=g) / self.size
-
-    def run(self, x: torch.Tensor) -> torch.Tensor:
-        """The outside products, then the module: its output."""
-        apply_steps(self.outside, x, x)
-        return CondBlock(self)(x)
+    block: ClassVar[type[nn.Module]] = CondBlock
 
 
 @st.composite
@@ -303,7 +315,7 @@ class LoopBlock(nn.Module):
 
 
 @dataclass(frozen=True)
-class LoopProgram:
+class LoopProgram(_ModuleProgram):
     """The drawn loop program (module docstring); ``x`` is ``[size, size]`` from ``seed``."""
 
     outside: tuple[str, ...]
@@ -314,14 +326,7 @@ class LoopProgram:
     size: int
     seed: int
 
-    def inputs(self) -> torch.Tensor:
-        g = torch.Generator().manual_seed(self.seed)
-        return torch.randn(self.size, self.size, generator=g) / self.size
-
-    def run(self, x: torch.Tensor) -> torch.Tensor:
-        """The outside products, then the module: its output."""
-        apply_steps(self.outside, x, x)
-        return LoopBlock(self)(x)
+    block: ClassVar[type[nn.Module]] = LoopBlock
 
 
 @st.composite
