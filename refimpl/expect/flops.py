@@ -531,29 +531,42 @@ def _added(into: dict[Any, int], more: dict[Any, int]) -> dict[Any, int]:
     return {op: into.get(op, 0) + more.get(op, 0) for op in {*into, *more}}
 
 
+def _block_counts(program: Any, middle: dict[Any, int], module: str
+                  ) -> dict[str, dict[Any, int]]:
+    """The counts of a program whose module runs ``before``, then ``middle`` (the
+    higher-order op's share), then ``after``: all of it, and ``outside``, under "Global";
+    the module's own entry only where it counted something."""
+    n = program.size
+    inside = _added(_added(step_counts(program.before, n), middle),
+                    step_counts(program.after, n))
+    counts = {GLOBAL: _added(step_counts(program.outside, n), inside)}
+    if inside:
+        counts[module] = inside
+    return counts
+
+
+def _by_definition(names: tuple[str, ...], y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``y`` through the steps ``names``, each by its definition (``y w``, ``y + y w``, or
+    unchanged for ``empty``), in plain torch."""
+    for name in names:
+        y = y + y @ w if name == "addmm" else y if name == "empty" else y @ w
+    return y
+
+
 def cond_counts(program: Any) -> dict[str, dict[Any, int]]:
     """{name: {op packet: FLOPs}} a counter must report for ``program`` (module docstring)."""
     n = program.size
     true, false = step_counts(program.true_steps, n), step_counts(program.false_steps, n)
     bound = {op: max(true.get(op, 0), false.get(op, 0)) for op in {*true, *false}}
-    inside = _added(_added(step_counts(program.before, n), bound), step_counts(program.after, n))
-    counts = {GLOBAL: _added(step_counts(program.outside, n), inside)}
-    if inside:
-        counts[MODULE] = inside
-    return counts
+    return _block_counts(program, bound, MODULE)
 
 
 def cond_result(program: Any, x: torch.Tensor) -> torch.Tensor:
     """What the module returns: ``before``, the branch ``pred`` selects, ``after``, each
     step by its definition (``y x``, ``y + y x``, ...), in plain torch without torch.cond."""
-    def steps(names: tuple[str, ...], y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        for name in names:
-            y = y + y @ w if name == "addmm" else y if name == "empty" else y @ w
-        return y
-
-    y = steps(program.before, x, x)
-    y = steps(program.true_steps if program.pred else program.false_steps, y, y)
-    return steps(program.after, y, x)
+    y = _by_definition(program.before, x, x)
+    y = _by_definition(program.true_steps if program.pred else program.false_steps, y, y)
+    return _by_definition(program.after, y, x)
 
 
 # ---- torch.while_loop: every iteration's count, the loop's result ----------------------------
@@ -569,22 +582,13 @@ def loop_counts(program: Any) -> dict[str, dict[Any, int]]:
     n = program.size
     ran = step_counts(program.body, n) if program.iterations else {}  # never ran: not listed
     body = {op: program.iterations * flops for op, flops in ran.items()}
-    inside = _added(_added(step_counts(program.before, n), body), step_counts(program.after, n))
-    counts = {GLOBAL: _added(step_counts(program.outside, n), inside)}
-    if inside:
-        counts[LOOP_MODULE] = inside
-    return counts
+    return _block_counts(program, body, LOOP_MODULE)
 
 
 def loop_result(program: Any, x: torch.Tensor) -> torch.Tensor:
     """What the loop module returns: ``before``, the body ``iterations`` times, ``after``,
     each step by its definition (``y x``, ``y + y x``, ...), in plain torch."""
-    def steps(names: tuple[str, ...], y: torch.Tensor) -> torch.Tensor:
-        for name in names:
-            y = y + y @ x if name == "addmm" else y if name == "empty" else y @ x
-        return y
-
-    y = steps(program.before, x)
+    y = _by_definition(program.before, x, x)
     for _ in range(program.iterations):
-        y = steps(program.body, y)
-    return steps(program.after, y)
+        y = _by_definition(program.body, y, x)
+    return _by_definition(program.after, y, x)
