@@ -9,10 +9,10 @@ ignored by git), which the device tool carries (``carry: [".gpu-bundle"]``) and
 
 - ``wheels/``: refimpl's own wheel, built from this checkout, and the wheels of what the checks
   need beyond the device image's Python stack -- Hypothesis, pytest, pytest-xdist, expecttest,
-  pytest-benchmark (the suite's settings pass ``--benchmark-disable``) -- with everything they
-  require, at the versions installed here, downloaded with ``pip download``. Every wheel is
-  pure Python (the device runs Python 3.12 on x86-64; a platform wheel made here could not
-  install there), else the script stops;
+  pytest-benchmark (the suite's settings pass ``--benchmark-disable``), setuptools (the
+  checkout's editable install) -- with everything they require, at the versions installed
+  here, downloaded with ``pip download``. Every wheel is pure Python (the device runs Python
+  3.12 on x86-64; a platform wheel made here could not install there), else the script stops;
 - ``requirements.txt``: refimpl at its version, and each root at its floor in refimpl's
   metadata: pip keeps the device's own copy where it is new enough and takes the bundle's
   where it is missing or too old;
@@ -46,7 +46,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 ROOT = Path(__file__).resolve().parent.parent
 #: what the checks install beyond refimpl's own runtime requirements, and their floors.
 ROOTS = {"hypothesis": ">=6.100", "pytest": ">=8", "pytest-xdist": ">=3", "expecttest": "",
-         "pytest-benchmark": ">=4"}
+         "pytest-benchmark": ">=4", "setuptools": ">=64"}
 #: the device image's stack refimpl runs on: neither carried nor walked (too large, and the
 #: device's torch is the one under test).
 DEVICE_HAS = frozenset({"torch", "numpy", "scipy", "matplotlib", "tabulate", "tqdm"})

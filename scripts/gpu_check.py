@@ -29,7 +29,8 @@ phase  step            budget  what it runs
 The steps of a phase run side by side (the seed modules 3 at a time in each column), the
 phases one after another: at most 40 + 170 + 190 s of budgets, 45 s of grace, a few seconds
 of reporting: under 8 minutes, the install included. Children run on this checkout's refimpl
-(``PYTHONPATH`` is the repository root; the bundle's wheel provides the entry points).
+(``PYTHONPATH`` is the repository root; the install step adds the checkout as an editable
+install, which maps ``properties/`` to ``refimpl.properties``).
 
 Each step writes ``OUT/<step>.json`` the moment it ends (counts, failures with their first
 line, device, torch, CUDA, seconds); ``OUT/gpu-report.md`` and ``OUT/logs.tar.gz`` (the
@@ -76,6 +77,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import tarfile
 import tempfile
@@ -107,14 +109,25 @@ class UsageError(Exception):
 
 
 def tree_env() -> dict[str, str]:
-    """The children import this checkout's refimpl, whatever wheel is installed."""
+    """The children import this checkout's refimpl, whatever wheel is installed, and compile
+    inductor's kernels in their own thread: inductor's pool of compile workers is shut down
+    by an exit hook that can wait forever (the seed module test_layout_optim.py passed in
+    14 s, then its process waited at exit until the step's budget killed it)."""
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
-                                                        os.environ.get("PYTHONPATH")]))}
+                                                        os.environ.get("PYTHONPATH")])),
+            "TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
 def install_step(bundle: Path) -> gpu_steps.Step:
-    command = (sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links",
-               str(bundle / "wheels"), "-r", str(bundle / "requirements.txt"))
+    """The bundle's wheels, then this checkout as an editable install (no network, no build
+    isolation: the bundle carries setuptools). The editable install is what maps
+    ``properties/`` to ``refimpl.properties`` for a child that imports refimpl from the
+    checkout (``PYTHONPATH``); the wheel alone would be shadowed there."""
+    pip = (sys.executable, "-m", "pip", "install", "-q", "--no-index")
+    bundle_install = shlex.join((*pip, "--find-links", str(bundle / "wheels"),
+                                 "-r", str(bundle / "requirements.txt")))
+    checkout_install = shlex.join((*pip, "--no-deps", "--no-build-isolation", "-e", str(ROOT)))
+    command = ("sh", "-c", f"{bundle_install} && {checkout_install}")
     return gpu_steps.Step("install", "install the bundle offline", command, BUDGET_S["install"],
                           phase=0)
 
