@@ -11,6 +11,7 @@ import pytest
 import torch
 from hypothesis import Phase, given, settings
 
+from refimpl.expect.layout import run_channels_last
 from refimpl.layout import LayoutOptions, decide_layout
 from refimpl.strategies.nets import CHANNELS, HEADS, TAILS, ConvNetSpec, LayerSpec, conv_nets
 from tests.finding import find_example
@@ -47,6 +48,24 @@ def test_training_nets_backpropagate_in_eager(spec):
     assert spec.tail in ("none", "view", "as_strided") and not spec.extra_output
     grads = _train_step(spec.build().train(), spec.example_input())
     assert all(g is not None for g in grads[1:])
+
+
+def test_training_nets_backpropagate_in_eager_at_campaign_scale():
+    """Every training net a campaign may draw trains in eager, contiguous and channels-last:
+    five examples (above) are too few to reach a write into an output autograd saved, seen
+    through a view (``relu``, ``as_strided``, ``relu_``: found by a GPU campaign, where
+    eager itself raised and the property failed on the reference, not the backend)."""
+    search = settings(database=None, max_examples=400, phases=(Phase.generate,),
+                      derandomize=True, deadline=None)
+
+    @search
+    @given(spec=conv_nets(training=True))
+    def trains(spec):
+        module, x = spec.build().train(), spec.example_input()
+        run_channels_last(module, x, _train_step)  # the properties' second eager reference
+        _train_step(module, x)
+
+    trains()
 
 
 FIND_BUDGET = 2000

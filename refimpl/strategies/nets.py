@@ -213,6 +213,13 @@ _LATER_KINDS = ("relu", "bn", "conv", "relu_", "pool", "residual", "cat", "as_st
 _TRAINING_TAILS = ("none", "view", "as_strided")
 
 
+def _value_maker(layers: list[LayerSpec]) -> str:
+    """The kind of the layer whose value the next layer writes into: the last one, looking
+    through ``as_strided`` layers (each a view of the value before it)."""
+    makers = [layer.kind for layer in layers if layer.kind != "as_strided"]
+    return makers[-1]
+
+
 @st.composite
 def conv_nets(draw, training: bool = False, max_layers: int = 9) -> ConvNetSpec:
     """A random :class:`ConvNetSpec`; ``training`` specs have non-mutating tails and one
@@ -235,7 +242,7 @@ def conv_nets(draw, training: bool = False, max_layers: int = 9) -> ConvNetSpec:
         kind = "conv" if index == 0 else order[(index - 1) % len(order)]
         if kind == "pool":
             kind = draw(st.sampled_from(("maxpool", "avgpool")))
-        if training and kind == "relu_" and layers[-1].kind in _SAVES_OUTPUT:
+        if training and kind == "relu_" and _value_maker(layers) in _SAVES_OUTPUT:
             kind = "relu"  # autograd saved that output: eager rejects writing over it
         if kind == "cat" and channels > MAX_CAT_CHANNELS:
             kind = "relu"
