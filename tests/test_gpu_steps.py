@@ -125,8 +125,10 @@ def test_a_step_past_its_budget_is_sent_sigint_and_recorded_as_timed_out(tmp_pat
 
 
 def test_a_step_that_ignores_sigint_is_killed_after_the_grace(tmp_path: Path):
-    ignores = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(120)"
-    step = gpu_steps.Step("stuck", "stuck", (sys.executable, "-c", ignores), 0.5, 0)
+    # sh ignores SIGINT in a millisecond and `sleep` inherits that; the budget leaves a loaded
+    # machine time to start it (a Python child, 0.5 s, was sent SIGINT before its handler)
+    ignores = ("sh", "-c", "trap '' INT; sleep 120")
+    step = gpu_steps.Step("stuck", "stuck", ignores, 2, 0)
     result = gpu_steps.run_steps([step], tmp_path / "out", tmp_path / "work",
                                  lambda s, status, cut: {}, grace_s=1)["stuck"]
     assert result["status"] == -signal.SIGKILL and result["timed_out"]
