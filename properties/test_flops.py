@@ -165,12 +165,23 @@ def test_free_ops_count_nothing_and_report_nothing(refimpl_backend, program):
     assert mode.uncounted_ops() == {}, program
 
 
+#: the line under refimpl's table naming the uncounted ops (docs/differences.md, FLOPs)
+UNCOUNTED_LINE = "Uncounted (no FLOP formula, not declared free): "
+
+
 @pytest.mark.usefixtures("require_uncounted_ops")
-@given(arithmetic_calls())
-def test_arithmetic_without_a_formula_is_reported(refimpl_backend, call):
+@given(arithmetic_calls(), arithmetic_calls())
+def test_arithmetic_without_a_formula_is_reported(refimpl_backend, call, other):
+    """Two calls of ops without a formula: ``uncounted_ops()`` is {op: calls}, and the last
+    line of ``get_table()`` lists each op with its calls, ``op xN``, ops sorted by name."""
     with component(refimpl_backend, "flop_counter")(display=False) as mode:
         call.run()
+        other.run()
+    want: dict = {}
+    for c in (call, other):
+        want[c.op] = want.get(c.op, 0) + c.times
     uncounted = mode.uncounted_ops()
-    reach(uncounted.get(call.op, 0) > 0)
-    assert uncounted == {call.op: call.times}, call
-    assert str(call.op) in mode.get_table().splitlines()[-1]
+    reach(len(want) == 2)
+    assert uncounted == want, (call, other)
+    listed = ", ".join(f"{op} x{n}" for op, n in sorted(want.items(), key=lambda i: str(i[0])))
+    assert mode.get_table().splitlines()[-1] == UNCOUNTED_LINE + listed, (call, other)

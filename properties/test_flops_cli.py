@@ -43,6 +43,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -58,6 +59,7 @@ from refimpl.strategies.flop_cli import (
     Invocation,
     Refusal,
     boundary_widths,
+    has,
     invocations,
     refusals,
     rounding_edge,
@@ -260,3 +262,40 @@ def test_flops_command_prints_every_unit_boundary(refimpl_backend, widths, fmt):
             command = " ".join(call.argv(None))
             raise AssertionError(f"{refimpl_backend.name}: refimpl flops {command}: the "
                                  f"figures differ from the hand rule ({exc})") from exc
+
+
+#: transformers' BertConfig defaults: hidden size, feed-forward size, heads
+BERT_HIDDEN, BERT_FFN, BERT_HEADS = 768, 3072, 12
+#: hf:bert runs: the options given (none: the documented defaults, batch 1 and 64 tokens),
+#: and the batch and tokens they mean
+HF_RUNS = (((), 1, 64), (("--batch-size", "2", "--seq-len", "5"), 2, 5))
+
+
+def bert_flops(batch: int, seq: int, layers: int) -> int:
+    """BertModel's forward by hand, on ``batch * seq`` tokens of width H: per layer the four
+    H x H projections (query, key, value, output: 4 * 2 B S H^2), the feed-forward H -> F -> H
+    (2 * 2 B S H F) and the attention's two products over S x S scores (2 * 2 B S^2 H, all
+    heads together); then the pooler's H x H on the first token of each sample (2 B H^2)."""
+    h, f = BERT_HIDDEN, BERT_FFN
+    per_layer = 8 * batch * seq * h * h + 4 * batch * seq * h * f + 4 * batch * seq * seq * h
+    return layers * per_layer + 2 * batch * h * h
+
+
+@pytest.mark.skipif(not has("transformers"), reason="hf: models need transformers")
+@given(st.sampled_from(HF_RUNS))
+def test_flops_command_counts_an_hf_model_by_hand(refimpl_backend, run):
+    """``refimpl flops hf:bert --layers 1``, with the batch and tokens given or left to their
+    defaults (1 and 64): the input is [batch, tokens] of int64 ids, the total FLOPs and MACs
+    are the hand count of :func:`bert_flops`. Reach: the defaults were used."""
+    options, batch, seq = run
+    reach(options == ())
+    status, out, err = run_cli(refimpl_backend, ["hf:bert", "--layers", "1", "--format", "json",
+                                                 *options])
+    assert (status, err) == (0, ""), f"{refimpl_backend.name}: hf:bert {options}: {err}"
+    report = json.loads(out)
+    what = f"{refimpl_backend.name}: refimpl flops hf:bert --layers 1 {' '.join(options)}"
+    assert report["inputs"] == [{"shape": [batch, seq], "dtype": "int64", "device": "cpu"}], \
+        f"{what}: input {report['inputs']}, expected [{batch}, {seq}] int64 token ids"
+    want = bert_flops(batch, seq, 1)
+    assert (report["total"]["flops"], report["total"]["macs"]) == (want, want // 2), \
+        f"{what}: total {report['total']}, the hand count is {want} FLOPs"

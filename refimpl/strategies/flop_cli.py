@@ -103,6 +103,33 @@ class ForwardRaises(nn.Module):
         raise KeyError("the forward broke")
 
 
+class _BackwardBreaks(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("the backward broke")
+
+
+class BackwardRaises(nn.Module):
+    """A linear layer whose backward raises: refused with --backward, naming the error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return _BackwardBreaks.apply(self.linear(x))
+
+
+class BuiltinForward(nn.Module):
+    """A forward with no signature to read (a builtin): run, never refused for its inputs."""
+
+    forward = torch.tanh
+
+
 class ReturnsPair(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -312,6 +339,11 @@ REFUSALS = (
     Refusal(_factory("ForwardRaises"), "--input-shape 2,4 --dtype float32",
             "raised KeyError: 'the forward broke'", "model"),
     Refusal(_factory("ReturnsPair", "--backward"), "--backward", "returned tuple", "model"),
+    Refusal(_factory("BackwardRaises", "--backward"), "--backward: the backward of MODEL=",
+            "raised RuntimeError: the backward broke", "model"),
+    # its forward's signature cannot be read: it runs, and only --backward is refused
+    Refusal(_factory("BuiltinForward", "--backward"), "--backward",
+            "no parameter that requires grad", "model"),
     Refusal(("torch.nn:ReLU", "--input-shape", "2,4", "--backward"), "--backward",
             "no parameter that requires grad", "model"),
     Refusal(_factory("token_model", "--dtype", "int64", "--backward", "--input-grad"),
