@@ -422,3 +422,70 @@ def test_knapsack_36_no_item_has_a_runtime_at_or_below_zero():
         found = candidates.items(joint, partitioner.bans_and_bounds(joint).hard)
         assert found and all(item.runtime > 0 for item in found), found
         knapsack._check([i.bytes for i in found], [i.runtime for i in found], 0)
+
+
+# --- seed 3620645976's partition survivors shown equivalent (the partition helper, session 4)
+
+
+def test_problem_21_bans_are_never_changed_nor_hashed(monkeypatch):
+    """``refimpl/partition/problem.py:21``, ``@dataclass(frozen=True)`` -> ``frozen=False``
+    on ``Bans``: ``frozen`` changes only assignment and deletion after ``__init__`` and the
+    generated ``__hash__``. With a recording subclass in its place, every solver at budgets
+    0, a middle one and 1 does none of the three to the Bans it makes (``hash`` could not
+    succeed anyway: a Bans holds sets)."""
+    calls: list[str] = []
+    made: list[problem.Bans] = []
+
+    class Recording(_recording(problem.Bans, calls)):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(partitioner, "Bans", Recording)
+    small, views = _graphs()
+    runs = [(small, s) for s in partitioner.SOLVER_MODULES] + [
+        (views, s) for s in partitioner.SOLVER_MODULES if s != "brute"]  # brute: n <= 16
+    for graph, solver in runs:
+        plans = partitioner.choose_many(graph, [0.0, 0.4, 1.0], PartitionOptions(solver=solver))
+        assert len(plans) == 3
+    assert len(made) >= len(runs)  # one Bans per choose_many at least
+    assert calls == []
+
+
+def test_options_26_options_are_never_changed_nor_hashed(monkeypatch):
+    """``refimpl/partition/options.py:26``, ``@dataclass(frozen=True)`` -> ``frozen=False``
+    on ``PartitionOptions``: ``__post_init__`` stores its normalised numbers with
+    ``object.__setattr__`` (which works on either), and nothing else assigns, deletes or
+    hashes an options object: with a recording subclass as the options that ``compile`` and
+    ``explain`` build (every solver and estimator, forward and backward run), and handed to
+    ``choose_many`` and ``memory_efficient_fusion``, none of the three is recorded. (A user
+    who assigns to an options object would see the difference; refimpl never does.)"""
+    from refimpl.partition import api
+
+    calls: list[str] = []
+    Recording = _recording(PartitionOptions, calls)
+    monkeypatch.setattr(api, "PartitionOptions", Recording)
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True)
+    for solver, estimator in itertools.product(partitioner.SOLVER_MODULES, ("flops", "profile")):
+        torch._dynamo.reset()
+        api.compile(_program, memory_budget=0.5, solver=solver,
+                    runtime_estimator=estimator)(x, w).backward()
+        assert api.explain(_program, x, w, memory_budget=0.0, solver=solver,
+                           runtime_estimator=estimator).solver == solver
+    small, _ = _graphs()
+    assert len(partitioner.choose_many(small, [0.0, 0.5, 1.0], Recording(solver="exact"))) == 3
+    api.memory_efficient_fusion(_program, Recording(memory_budget=0.5))(x, w).backward()
+    assert calls == []
+
+
+def test_partitioner_85_budget_eq_one_is_budget_ge_one():
+    """``refimpl/partition/partitioner.py:85`` (``:81`` on af3c9df), ``budget == 1`` ->
+    ``budget >= 1`` in ``_solve``: every budget that reaches it passed ``choose_many``'s
+    check (each in [0, 1]; NaN refused too), and on [0, 1] the two tests agree; a budget
+    above 1 never reaches ``_solve``."""
+    small, _ = _graphs()
+    for bad in (1.0000001, 1.5, 2, float("inf"), float("nan"), -0.1):
+        with pytest.raises(ValueError, match="budgets"):
+            partitioner.choose_many(small, [0.5, bad], PartitionOptions())
+    for budget in [i / 64 for i in range(65)]:
+        assert (budget == 1) == (budget >= 1), budget

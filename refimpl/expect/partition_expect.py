@@ -118,6 +118,14 @@ class Expected:
             raise AssertionError(f"bound {bound} is below the minimum {self.min_bytes}")
         return min(fits)
 
+    def best_within(self, bound: int) -> Outcome:
+        """The plan docs/design.md's objective prefers within ``bound`` bytes: the fewest
+        recompute FLOPs, then, among plans with those FLOPs, the fewest bytes (two save-sets
+        that tie in both are the same plan to whoever measures it)."""
+        optimum = self.optimum(bound)
+        return min((o for o in self.plans if o.bytes <= bound and o.flops == optimum),
+                   key=lambda o: o.bytes)
+
     def reached(self, budget: float) -> bool:
         """The budget binds (the best plan within the bound recomputes more than the best
         plan overall) and the choice is non-trivial (valid plans of two or more different

@@ -18,6 +18,7 @@ from refimpl.expect.partition_expect import PartitionPromise
 from refimpl.flops.counter import FlopCounterMode as RefimplFlopCounterMode
 from refimpl.layout import LayoutOptions, optimize_layout
 from refimpl.partition.api import compile as refimpl_compile
+from refimpl.partition.api import explain as refimpl_explain
 from refimpl.partition.api import fresh_entry
 from refimpl.partition.options import PartitionOptions
 
@@ -57,6 +58,14 @@ class RefimplBackend:
         that sets torch's config asks both targets the same."""
         config = PartitionOptions.from_torch_config()
         return refimpl_compile(fn, memory_budget=memory_budget, solver=config.solver,
+                               runtime_estimator=config.runtime_estimator)
+
+    def explain(self, fn, *args, memory_budget=None):
+        """The :class:`~refimpl.partition.plan.Plan` :meth:`compile` makes for ``fn(*args)``
+        (``refimpl.explain``), under the same solver and runtime estimator of torch's
+        partitioner config."""
+        config = PartitionOptions.from_torch_config()
+        return refimpl_explain(fn, *args, memory_budget=memory_budget, solver=config.solver,
                                runtime_estimator=config.runtime_estimator)
 
     def checkpoint(self, module, **options):

@@ -62,9 +62,13 @@ def choose(graph: JointGraph, options: PartitionOptions) -> Plan:
 
 def choose_many(graph: JointGraph, budgets: Sequence[float], options: PartitionOptions
                 ) -> list[Plan]:
-    """One plan per budget in ``budgets`` (each in [0, 1]), sharing the bans and bounds;
+    """One plan per budget in ``budgets`` (each in [0, 1], else ``ValueError``: a budget
+    above 1 would silently get the budget-1.0 plan's bound), sharing the bans and bounds;
     ``options.memory_budget`` is ignored. Each budget reaches the solver once, as the byte
     bound of its :class:`Problem`."""
+    outside = [b for b in budgets if not 0.0 <= b <= 1.0]
+    if outside:
+        raise ValueError(f"budgets: {outside!r} not in [0, 1] (each is a memory_budget)")
     bans = bans_and_bounds(graph)
     lo, hi = bans.low.bytes, max(bans.high.bytes, bans.low.bytes)
     plans = []

@@ -80,7 +80,7 @@ from refimpl.strategies.mutating import MUTATIONS, mutation_programs
 
 __all__ = ["FEATURES", "KINDS", "MOTIFS", "RANDOM_KINDS", "REGION_POLICIES", "ProgramSpec",
            "Region", "Step", "parallel_matmuls", "pointwise_chains",
-           "programs", "random_chains"]
+           "programs", "random_chains", "tied_matmuls"]
 
 KINDS = ("mm", "pointwise", "binary", "reduction", "summary", "view", "conv", "attention",
          "dropout", "rand", "inplace")
@@ -411,6 +411,43 @@ def parallel_matmuls(draw) -> ProgramSpec:
         steps.append(Step("pointwise", draw(st.sampled_from(NONLINEAR)), (len(steps),), out))
         widths += [out, out]
     return ProgramSpec(n, width, tuple(steps), outputs=tuple(range(2, len(widths), 2)))
+
+
+#: matmul output widths of :func:`tied_matmuls`: few, so equal sizes and FLOPs recur (2 and
+#: up: inductor decomposes a CPU matmul with one output column, or one row, into a multiply
+#: and a sum, which the FLOP table does not count)
+TIED_WIDTHS = (2, 4)
+
+
+@st.composite
+def tied_matmuls(draw, uniform: bool = False, matmuls: int = 3) -> ProgramSpec:
+    """Tiny programs with ties drawn on purpose: one to ``matmuls`` matmuls, each reading the
+    input ``x`` or an earlier nonlinear value, into a width of :data:`TIED_WIDTHS`, read by
+    the backward through a nonlinear op, a quarter of the time through ``e * e.sum(1)``
+    first (the product's backward reads ``e`` and its small sum: a save-set of a few bytes
+    more). The values no later step reads are the outputs. Two matmuls of one shape tie in
+    bytes and FLOPs; a wide one beside a narrow one ties in bytes with two narrow ones, and
+    so on: save-sets of one size recur, and a solver's tie-break decides. With ``uniform`` every
+    matmul is ``(n, w) @ (w, w)`` (the same call, so any runtime estimator prices them
+    alike) and no summary is drawn (a reduction is priced by time but costs no FLOPs)."""
+    n = draw(st.integers(2, 4))
+    width = draw(st.sampled_from(TIED_WIDTHS))
+    steps: list[Step] = []
+    widths = [width]
+    nonlinear = [0]  # values a matmul may read: x, or a nonlinear value
+    for _ in range(draw(st.integers(1, matmuls))):
+        src = draw(st.sampled_from(nonlinear))
+        out = width if uniform else draw(st.sampled_from(TIED_WIDTHS))
+        steps.append(Step("mm", "mm", (src,), out))
+        e = len(steps)
+        if not uniform and draw(st.integers(0, 3)) == 0:
+            steps.append(Step("summary", "sum", (e,), 1))
+            steps.append(Step("binary", "mul", (e, e + 1), out))
+            e = len(steps)
+        steps.append(Step("pointwise", draw(st.sampled_from(NONLINEAR)), (e,), out))
+        nonlinear.append(len(steps))
+        widths += [out] * (len(steps) + 1 - len(widths))
+    return ProgramSpec(n, width, tuple(steps), outputs=tuple(sorted(_sinks(steps))))
 
 
 @st.composite
