@@ -24,6 +24,12 @@
   merged into ``a`` too (2 nodes removed, expected: a CSE that stops after the pass that
   refused ``b`` leaves it).
 
+* ``y = clone(x)``, ``y.add_(1.0)`` 2 or 300 times, ``r = reshape(y); s = reshape(y)``
+  (or ``contiguous``): ``s`` is ``r`` (expected merged), with positions and write counts
+  past 256.
+
+Every shape is drawn with the interned op strings and with equal fresh ones.
+
 Each asks the judge (``refimpl.expect.cse_soundness.unsound_reasons``) and, where the
 generator claims a sound merge by hand, that the backend made it. Reach: the graph holds two
 equal calls, in every example.
@@ -111,4 +117,11 @@ def test_equal_views_after_a_write_keep_its_readers_equal(refimpl_backend, case)
 def test_values_of_a_data_dependent_size_are_merged(refimpl_backend, case):
     """``n = x.nonzero().float(); a = cos(n); b = cos(n)`` traced symbolically (``n``'s rows
     are an unbacked symbol): ``b`` is ``a``; only a node defining such a symbol stays."""
+    _judged(refimpl_backend, case, merged=True)
+
+
+@given(cse_cases(("many_writes",)))
+def test_a_maybe_copy_twice_after_many_writes_is_merged(refimpl_backend, case):
+    """``y.add_(1.0)`` 2 or 300 times, then ``reshape(y)`` twice: one value (expected merged),
+    with graph positions and write counts past CPython's small ints."""
     _judged(refimpl_backend, case, merged=True)

@@ -61,8 +61,15 @@ The shapes (each a class of bugs, not one bug):
 * ``lifted_refusal``: ``a = make(x); b = make(x); r = pure(b); a.<writer>(); s = pure(b)``:
   ``s`` repeats ``r``, and once it is gone ``b`` may become ``a``: 2 nodes expected removed.
 
+* ``many_writes``: ``y = clone(x)``, ``y.add_(1.0)`` 2 or 300 times, then a maybe-copy op
+  twice on ``y`` (``reshape``, ``contiguous``): expected merged (every write comes before
+  both). 300 writes make positions and write counts past 256, where CPython's small ints
+  end (``is`` and ``==`` on them part).
+
 Generation: the dialect, then the shape's choices, each from a short list (so each shrinks
-to its first item).
+to its first item), then whether every node's ``op`` is an equal string that is not the
+interned literal (as a graph deserialised or built from computed strings has it: ``==``
+sees no difference, ``is`` does).
 """
 
 from __future__ import annotations
@@ -160,6 +167,8 @@ class CseCase:
     shape: str
     style: str
     choices: tuple
+    #: every node's ``op`` an equal string that is not the interned literal
+    fresh_ops: bool = False
 
     def build(self) -> fx.GraphModule:
         graph = fx.Graph()
@@ -167,7 +176,7 @@ class CseCase:
         xs = [graph.placeholder(f"x{i}") for i in range(SHAPES[self.shape].inputs)]
         outputs = SHAPES[self.shape].build(emit, xs, *self.choices)
         graph.output(tuple(outputs))
-        if SHAPES[self.shape].fresh_ops(*self.choices):
+        if self.fresh_ops or SHAPES[self.shape].fresh_ops(*self.choices):
             for node in graph.nodes:
                 node.op = _fresh(node.op)
         return fx.GraphModule(torch.nn.Module(), graph)
@@ -516,6 +525,22 @@ def _complex_constants(emit, xs, pair):
     return [emit.op(aten.sub.Tensor, "sub", first, second)]
 
 
+#: maybe-copy ops in both dialects: aten op, torch name, arguments
+COPIES_AFTER_WRITES = {"reshape": (aten.reshape.default, ".reshape", ([-1],)),
+                       "contiguous": (aten.contiguous.default, ".contiguous", ())}
+
+
+def _many_writes(emit, xs, writes, op):
+    """``y = clone(x); y.add_(1.0)`` ``writes`` times; ``r = op(y); s = op(y)``: every write
+    comes before both, so ``s`` is ``r`` (1 merge); returns ``r + s``."""
+    base = emit.base(xs[0], True)
+    for _ in range(writes):
+        emit.write("add_", base)
+    aten_op, torch_name, args = COPIES_AFTER_WRITES[op]
+    r, s = (emit.op(aten_op, torch_name, base, *args) for _ in range(2))
+    return [emit.op(aten.add.Tensor, "add", r, s)]
+
+
 @dataclass(frozen=True)
 class Shape:
     """A shape: its builder, how many inputs, the dialects it is drawn in, its choices (one
@@ -571,6 +596,8 @@ SHAPES: dict[str, Shape] = {
                          merges=lambda writer: 1),
     "lifted_refusal": Shape(_lifted_refusal, 1, ("aten", "torch"), (
         MAKERS, tuple(WRITERS), tuple(PURE), _BOOL), merges=lambda *choices: 2),
+    "many_writes": Shape(_many_writes, 1, ("aten", "torch"), (
+        (2, 300), tuple(COPIES_AFTER_WRITES)), merges=lambda *choices: 1),
 }
 
 
@@ -585,7 +612,7 @@ def cse_cases(draw, shapes: tuple[str, ...] = tuple(SHAPES)) -> CseCase:
     choices = tuple(draw(st.sampled_from(options)) for options in SHAPES[shape].choices)
     if shape == "unrecorded_values" and not choices[0]:  # no t node to leave unrecorded
         choices = (*choices[:-1], ("x0",))
-    return CseCase(shape, style, choices)
+    return CseCase(shape, style, choices, draw(st.booleans()))
 
 
 # --- malformed graphs: what a CSE must refuse (the caller's graph is wrong) ---
