@@ -132,3 +132,67 @@ def test_changed_between_forward_and_backward_as_eager(refimpl_backend, stack: M
         return
     assert got.error is None, f"{what}: eager gives gradients, the checkpoint raises {got.error}"
     _same_gradients(want, got, what)
+
+
+class Recorder(nn.Module):
+    """A linear layer that rebinds its buffer ``last_mean`` to its input's mean on every call,
+    a statistic it never reads: the buffer it held dies inside the forward."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(width, width)
+        self.register_buffer("last_mean", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.last_mean = x.detach().mean()
+        return self.lin(x).tanh()
+
+
+def _recorder_step(model: nn.Module, width: int, rebind_between: bool) -> tuple:
+    """Forward, (rebind every buffer to a new zero tensor), backward: the output, the
+    parameters' gradients and every buffer; or the error."""
+    x = torch.linspace(-1.0, 1.0, 2 * width).reshape(2, width).requires_grad_()
+    out = model(x)
+    if rebind_between:
+        for module in model.modules():
+            if isinstance(module, Recorder):
+                module.last_mean = torch.zeros(())
+    try:
+        out.square().sum().backward()
+    except RuntimeError as error:
+        return error
+    # rebound between, a buffer is what the recomputation rebinds it to (the forward's side
+    # effect runs again, as a batchnorm's running statistics do): compared only otherwise
+    buffers = [] if rebind_between else [b.clone() for b in model.buffers()]
+    return [out.detach(), *(p.grad for p in model.parameters()), x.grad, *buffers]
+
+
+@given(width=st.integers(1, 3), depth=st.integers(1, 3), data=st.data(),
+       rebind_between=st.booleans())
+def test_a_buffer_rebound_in_the_forward_is_no_change(refimpl_backend, width: int, depth: int,
+                                                      data, rebind_between: bool) -> None:
+    """A module that rebinds a buffer (``self.last_mean = x.detach().mean()``) changes no
+    tensor in place: the tensor the checkpoint saw dies, eager raises nothing, and the
+    checkpointed model's step (output, gradients, buffers after the backward's recomputation)
+    is eager's bit for bit; also when every buffer is rebound again between the forward and
+    the backward (a dead tensor was not changed; the buffers are then not compared: the
+    recomputation rebinds them again, as it updates a batchnorm's running statistics).
+    Reach: a checkpointed call's buffer died inside its forward (always, for the drawn
+    checkpointed blocks)."""
+    apply = component(refimpl_backend, "checkpoint")
+    chosen = data.draw(st.sets(st.sampled_from(range(depth)), min_size=1), label="checkpointed")
+    reach(bool(chosen))
+    torch.manual_seed(0)
+    plain = nn.Sequential(*(Recorder(width) for _ in range(depth)))
+    torch.manual_seed(0)
+    model = nn.Sequential(*(Recorder(width) for _ in range(depth)))
+    for i in sorted(chosen):
+        model[i] = apply(model[i]) or model[i]
+    want = _recorder_step(plain, width, rebind_between)
+    got = _recorder_step(model, width, rebind_between)
+    what = (f"{refimpl_backend.name} checkpoint on recorders {sorted(chosen)} of {depth}, "
+            f"buffers rebound between forward and backward: {rebind_between}")
+    assert not isinstance(got, BaseException), f"{what}: eager's step, the backend raised {got!r}"
+    for i, (a, b) in enumerate(zip(want, got, strict=True)):
+        assert torch.equal(a, b), \
+            f"{what}: result {i} (output, gradients, buffers) {b}, eager's {a}"

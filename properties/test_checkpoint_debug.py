@@ -41,14 +41,14 @@ import re
 
 import pytest
 import torch
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from torch.utils import checkpoint as tuc
 
 from refimpl.expect.checkpoint import COMPOSABLE, CheckpointPromise
 from refimpl.expect.checkpoint_debug import Report, expected_report, timeline
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
-from refimpl.strategies.drifts import Drift, DriftingModule, drifts
+from refimpl.strategies.drifts import LONG, Drift, DriftingModule, drifts
 
 #: an aten op as any report names it (``aten.sin.default``, ``torch._ops.aten.mul.Tensor``)
 OP_NAME = re.compile(r"aten\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+")
@@ -117,6 +117,32 @@ def _assert_lists_runs(text: str, want: Report, what: str) -> None:
             f"{what}: the report does not list {title} as {ops}:\n{text[-2000:]}"
 
 
+def _mirrored(drift: Drift) -> list[Drift]:
+    """The drift and, for a replaced op, the drift with its two programs exchanged: the two
+    op names at the first difference then meet in both orders."""
+    if drift.kind != "replace":
+        return [drift]
+    return [drift, Drift(drift.recompute, drift.forward, False, "replace", drift.width)]
+
+
+#: the boundaries of the report's first difference, drawn or not: where the forward ends
+#: (extended) and where the recomputation ends (truncated), both past 256 ops; identical op
+#: logs (a doubled input no log sees); and a replaced op (each order of the two names).
+BOUNDARIES = (
+    Drift(("sin",) * LONG, ("sin",) * LONG + ("exp", "double"), False, "extend", 2),
+    Drift(("mul", "exp") * (LONG // 2), ("mul", "exp") * (LONG // 2 - 1), False, "truncate", 1),
+    Drift(("mul", "sin"), ("mul", "sin"), True, "widened", 2),
+    Drift(("sin", "square"), ("double", "square"), False, "replace", 3),
+)
+
+
+def _boundaries(test):
+    for drift in BOUNDARIES:
+        test = example(drift=drift)(test)
+    return test
+
+
+@_boundaries
 @given(drift=drifts())
 def test_debug_mode_reports_the_ops_of_both_runs(refimpl_backend, drift: Drift) -> None:
     promise: CheckpointPromise = getattr(refimpl_backend, "checkpoint_promise", None) \
@@ -125,14 +151,24 @@ def test_debug_mode_reports_the_ops_of_both_runs(refimpl_backend, drift: Drift) 
         pytest.skip(f"backend {refimpl_backend.name!r} promises no determinism check")
     if not promise.debug_mode:
         pytest.skip(f"backend {refimpl_backend.name!r} promises no debug mode")
-    want = _expected(drift)
-    detected = want.detected_to_end if promise.debug_lists_runs else want.detected
-    assume(detected)
-    reach(want.forward != want.recompute_to_end)
-    what = (f"{refimpl_backend.name} checkpoint, debug on: forward {list(drift.forward)[:8]}"
+    cases = [(d, want) for d in _mirrored(drift) if _detected(want := _expected(d), promise)]
+    assume(cases)
+    reach(any(want.forward != want.recompute_to_end for _, want in cases))
+    for case, want in cases:
+        _check_report(refimpl_backend, promise, case, want)
+
+
+def _detected(want: Report, promise: CheckpointPromise) -> bool:
+    return want.detected_to_end if promise.debug_lists_runs else want.detected
+
+
+def _check_report(backend, promise: CheckpointPromise, drift: Drift, want: Report) -> None:
+    """One debug step of ``drift``: the error, its op trace and (refimpl's) its report."""
+    what = (f"{backend.name} checkpoint, debug on: forward {list(drift.forward)[:8]}"
             f"{'...' if len(drift.forward) > 8 else ''} ({len(drift.forward)} ops), "
-            f"recomputation {drift.kind}, doubled input {drift.doubled}")
-    error = _debug_step(refimpl_backend, drift)
+            f"recomputation {drift.kind} ({len(drift.recompute)} ops), doubled input "
+            f"{drift.doubled}")
+    error = _debug_step(backend, drift)
     assert isinstance(error, tuc.CheckpointError), \
         f"{what}: expected torch.utils.checkpoint.CheckpointError, got {error!r}"
     text = str(error)

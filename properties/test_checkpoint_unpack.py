@@ -30,6 +30,9 @@ from collections.abc import Iterator
 import pytest
 import torch
 from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+from torch.utils import checkpoint as tuc
 
 from refimpl.expect.checkpoint import COMPOSABLE, assert_same_step, loss, predict_saved, wrapped
 from refimpl.expect.checkpoint import Step as StepResult
@@ -108,3 +111,81 @@ def test_saved_tensors_read_outside_backward(refimpl_backend, stack: ModuleStack
                 f"{what}: read {i + 1} of {node}.{name} outside a backward gives {value}, "
                 f"the unwrapped model saved {expected[0]}")
     assert_same_step(want, got, f"{what}, after reading the saved tensors", stack)
+
+
+class ReadsSaved(torch.autograd.Function):
+    """``x.sin()`` whose backward reads ``ctx.saved_tensors`` ``reads`` times."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, reads: int) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        ctx.reads = reads
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        for _ in range(ctx.reads):
+            (x,) = ctx.saved_tensors
+        return grad * x.cos(), None
+
+
+class ReadingBlock(nn.Module):
+    """A linear layer, then :class:`ReadsSaved`: its backward unpacks the layer's output
+    ``reads`` times."""
+
+    def __init__(self, width: int, reads: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(width, width)
+        self.reads = reads
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ReadsSaved.apply(self.lin(x), self.reads)
+
+
+def _reading_step(model: nn.Module, width: int) -> tuple:
+    """Forward and backward; (output, parameter gradients, input gradient) or the error."""
+    x = torch.linspace(-1.0, 1.0, 2 * width).reshape(2, width).requires_grad_()
+    out = model(x)
+    try:
+        out.square().sum().backward()
+    except RuntimeError as error:
+        return error
+    return out.detach(), [p.grad for p in model.parameters()], x.grad
+
+
+@given(width=st.integers(1, 3), reads=st.lists(st.integers(1, 3), min_size=1, max_size=3),
+       checkpointed=st.data())
+def test_a_saved_tensor_unpacked_twice_in_one_backward(refimpl_backend, width: int,
+                                                       reads: list[int], checkpointed) -> None:
+    """torch's non-reentrant checkpoint serves each saved tensor once per backward: a custom
+    Function whose backward reads ``ctx.saved_tensors`` twice inside a checkpointed module
+    raises ``torch.utils.checkpoint.CheckpointError`` ("already unpacked once"); read once,
+    the step is the unwrapped model's, bit for bit. Outside the checkpointed blocks any
+    number of reads is eager's. Only where the backend promises the unwrapped model's graph
+    (``per_op_graph``: the reentrant checkpoint reruns the call with a graph of its own).
+    Reach: a checkpointed block's backward reads twice or more."""
+    apply = component(refimpl_backend, "checkpoint")
+    promise = getattr(refimpl_backend, "checkpoint_promise", None) or COMPOSABLE
+    if not promise.per_op_graph:
+        pytest.skip(f"backend {refimpl_backend.name!r}: one node replaces the checkpointed call")
+    chosen = checkpointed.draw(st.sets(st.sampled_from(range(len(reads))), min_size=1),
+                               label="checkpointed blocks")
+    twice = any(reads[i] > 1 for i in chosen)
+    reach(twice)
+    torch.manual_seed(0)
+    plain = nn.Sequential(*(ReadingBlock(width, n) for n in reads))
+    torch.manual_seed(0)
+    model = nn.Sequential(*(ReadingBlock(width, n) for n in reads))
+    for i in sorted(chosen):
+        model[i] = apply(model[i]) or model[i]
+    want, got = _reading_step(plain, width), _reading_step(model, width)
+    what = (f"{refimpl_backend.name} checkpoint on blocks {sorted(chosen)} of {len(reads)}, "
+            f"saved tensor reads per backward {reads}")
+    if twice:
+        assert isinstance(got, tuc.CheckpointError), \
+            f"{what}: expected torch.utils.checkpoint.CheckpointError, got {got!r}"
+        return
+    assert not isinstance(got, BaseException), f"{what}: eager's step, the backend raised {got!r}"
+    for name, a, b in zip(("output", "parameter gradients", "input gradient"), want, got):
+        for u, v in zip(a if isinstance(a, list) else [a], b if isinstance(b, list) else [b]):
+            assert torch.equal(u, v), f"{what}: {name} {v}, the unwrapped model's {u}"

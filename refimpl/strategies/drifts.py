@@ -15,9 +15,13 @@ op on the activation ``h`` (and the parameter ``w``), chosen for what autograd s
 | cat    | aten.cat.default   | nothing; every later activation has twice the rows    |
 
 The recomputation is the forward truncated, extended, with one op replaced, or unchanged
-(then its input is doubled). One draw in two is *long*: the forward repeats its ops past 256
-(CPython caches the ints up to 256, so a length compared by identity shows), truncated near
-its end; its base holds no ``cat`` (the rows would double on every repeat).
+with its input doubled: by a ``cat`` op (``same``), or by a tensor built outside every
+dispatch mode (``widened``), so the two op logs are identical and only the saved tensors'
+shapes differ. Only ``same`` and ``widened`` double the input: the first difference of the
+other kinds is where their ops part (a doubling ``cat`` would make it op 0 every time). One
+draw in two is *long*: the forward repeats its ops past 256 (CPython caches the ints up to
+256, so a length compared by identity shows), truncated or extended at its end; its base
+holds no ``cat`` (the rows would double on every repeat).
 
 Invariant: ``forward`` is never empty; ``recompute`` differs from ``forward`` or ``doubled``
 is set, so the second call always differs from the first.
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 import torch
 from hypothesis import strategies as st
 from torch import nn
+from torch.utils._python_dispatch import _disable_current_modes
 
 __all__ = ["KINDS", "LONG", "OPS", "Drift", "DriftingModule", "drifts"]
 
@@ -44,7 +49,7 @@ OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "cat": lambda h, w: torch.cat([h, h]),
 }
 #: how the recomputation's ops differ from the forward's
-KINDS = ("truncate", "extend", "replace", "same")
+KINDS = ("truncate", "extend", "replace", "same", "widened")
 #: a long forward runs at least this many ops
 LONG = 260
 
@@ -73,10 +78,19 @@ class DriftingModule(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         again = self.recomputing()
-        h = torch.cat([x, x]) if again and self.drift.doubled else x
+        h = _doubled(x, self.drift.kind) if again and self.drift.doubled else x
         for name in self.drift.recompute if again else self.drift.forward:
             h = OPS[name](h, self.w)
         return h
+
+
+def _doubled(x: torch.Tensor, kind: str) -> torch.Tensor:
+    """``x`` with twice the rows: by a logged ``cat``, or (``widened``) with every dispatch
+    mode (an op log) set aside, so no log sees an op."""
+    if kind != "widened":
+        return torch.cat([x, x])
+    with _disable_current_modes():
+        return torch.cat([x, x])
 
 
 def _in_backward() -> bool:
@@ -105,5 +119,5 @@ def drifts(draw: st.DrawFn) -> Drift:
         recompute = (*forward[:at], new, *forward[at + 1:])
     else:
         recompute = forward
-    doubled = kind == "same" or draw(st.booleans(), label="doubled")
+    doubled = kind in ("same", "widened")
     return Drift(forward, recompute, doubled, kind, draw(st.integers(1, 3), label="width"))
