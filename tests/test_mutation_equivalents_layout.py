@@ -402,3 +402,50 @@ def test_an_alias_root_is_its_root_node_s_name(spec):
             if f.alias_root is not None:
                 assert f.alias_root in names
                 assert (f.name is f.alias_root) == (f.name == f.alias_root), f.name
+
+
+def test_conv2d_weights_are_four_dimensional():
+    """``refimpl/layout/facts.py:114 core/ReplaceComparisonOperator_NotEq_Gt 7`` (and
+    ``NotEq_Lt 7``, ``NotEq_IsNot 7``): ``w_val.dim() != 4`` -> ``> 4`` (``< 4``, ``is not
+    4``) in ``conv_sites``. A conv site's weight is the weight of a 2-d conv eager (or fake
+    propagation) ran: ``torch.conv2d`` (``F.conv2d`` is the same function) or
+    ``nn.Conv2d``. Tried with weights of every rank 0-6 on batched and unbatched images,
+    torch accepts only 4-d ones, and on a 4-d weight the four tests all say False."""
+    accepted = set()
+    for rank, batched in itertools.product(range(7), (False, True)):
+        x = torch.randn((1, 2, 5, 5) if batched else (2, 5, 5))
+        w = torch.randn((2,) * rank)
+        try:
+            torch.conv2d(x, w)
+        except RuntimeError:
+            continue
+        accepted.add(w.dim())
+    assert accepted == {4}
+    assert nn.Conv2d(2, 3, (1, 2)).weight.dim() == 4
+    four = torch.randn(2, 2, 2, 2).dim()
+    # the four tests on a 4-d weight (CPython's small ints are one object each: ``is``)
+    assert not any(test(four, 4) for test in (operator.ne, operator.gt, operator.lt,
+                                              operator.is_not))
+
+
+@DRAWN
+@given(spec=conv_nets(), laid_out=st.booleans())
+def test_whether_a_placeholder_is_opaque_changes_no_plan(spec, laid_out):
+    """``refimpl/layout/facts.py:94 core/ReplaceComparisonOperator_NotEq_Lt 4``
+    (``opaque=node.op != "output" and ...`` -> ``node.op < "output"``). The two differ on
+    placeholders only (``"placeholder" > "output"``; every other op is below it, and
+    ``"output" < "output"`` is False as ``!=`` is). The planner reads ``opaque`` only to
+    collect the inputs of opaque nodes (``plain_classes``), and a placeholder has no
+    inputs. Checked on the drawn nets' traced graphs (a contiguous or a channels-last
+    input) with every placeholder made opaque and not opaque: the plan is the same."""
+    module = spec.build().eval()
+    x = spec.example_input()
+    if laid_out:
+        x = x.contiguous(memory_format=torch.channels_last)
+    gm = fx.symbolic_trace(module)
+    facts = node_facts(gm, example_values(gm, [x]))
+    assert all(not f.inputs for f in facts if f.op == "placeholder")
+    plans = [plan_layout([dataclasses.replace(f, opaque=opaque)
+                          if f.op == "placeholder" else f for f in facts])
+             for opaque in (False, True)]
+    assert plans[0] == plans[1] == plan_layout(facts)
