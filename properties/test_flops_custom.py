@@ -19,7 +19,7 @@ from __future__ import annotations
 from math import prod
 
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from refimpl.oracle import component
@@ -138,3 +138,53 @@ def test_a_shape_formula_is_given_the_call_as_shapes(refimpl_backend, op, m, k):
         type(got) is type(want) for got, want in zip(seen[0][0], expected[0], strict=True)), (
         f"{refimpl_backend.name}: the shape formula for {op} (m={m}, k={k}) was called with "
         f"{seen}, expected once with {expected} (args, kwargs, out_shape)")
+
+
+#: formula results that are no FLOP count (a non-negative integer), by what is wrong
+NOT_A_COUNT = {"a fraction": 2.5, "a whole float": 4.0, "True": True, "False": False,
+               "minus one": -1, "a negative number": -5, "a string": "3", "None": None}
+
+
+def _every_bad_result(test):
+    """Each of :data:`NOT_A_COUNT` as an explicit example, every run."""
+    for name in sorted(NOT_A_COUNT):
+        test = example(op="mm", raw=False, bad=name)(test)
+    return test
+
+
+@_every_bad_result
+@given(st.sampled_from(sorted(CALLS)), st.booleans(), st.sampled_from(sorted(NOT_A_COUNT)))
+def test_a_formula_returning_no_count_is_refused(refimpl_backend, op, raw, bad):
+    """A FLOP count is a non-negative integer (anything with ``__index__`` but a bool): a
+    custom formula returning anything else (a fraction, a float, a bool, a negative number, a
+    string, None) is a broken formula; the counter refuses it when the op runs, with a
+    TypeError or ValueError naming the op, and never rounds, clamps or adds it. The same
+    formula returning 0 is counted as 0. Reach: always (the op ran under the formula).
+    Against torch (2.13) it fails: torch adds whatever a formula returns (docs/findings.md,
+    FLOPs 18)."""
+    make = component(refimpl_backend, "flop_counter")
+    value = NOT_A_COUNT[bad]
+    reach(True)
+    formula = _constant(0, raw)
+    with make(display=False, custom_mapping={getattr(aten, op): formula}) as c:
+        CALLS[op][0](2, 3, 4)
+    assert c.get_flop_counts().get("Global", {}).get(getattr(aten, op), 0) == 0
+    name = f"aten.{op}"
+    try:
+        with make(display=False, custom_mapping={getattr(aten, op): _constant(value, raw)}) as c:
+            CALLS[op][0](2, 3, 4)
+    except (TypeError, ValueError) as exc:
+        assert name in str(exc), f"{refimpl_backend.name}: the refusal does not name {name}: {exc}"
+        return
+    raise AssertionError(f"{refimpl_backend.name}: a {op} formula returning {value!r} ({bad}) "
+                         f"was accepted: counted {c.get_flop_counts().get('Global', {})}")
+
+
+def _constant(value, raw: bool):
+    """A formula returning ``value`` whatever the call."""
+    def formula(*args, out_shape=None, out_val=None, **kwargs):
+        return value
+
+    if raw:
+        formula._get_raw = True
+    return formula

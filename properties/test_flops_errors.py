@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from refimpl.oracle import component
@@ -212,3 +212,50 @@ def test_convolution_kernel_ranks_that_do_not_fit_are_refused(refimpl_backend, s
     assert refused(refimpl_backend, _convolution(x_shape, misfit)), (
         f"{refimpl_backend.name}: counted a convolution of input {x_shape} with weight "
         f"{misfit} (more kernel dims than the input's {spatial} spatial ones)")
+
+
+def _jagged(kernel: str, heads: int, dim: int, n_q: int, n_k: int, max_q: int, max_k: int,
+            key_offsets: bool = True):
+    """A jagged attention call on meta tensors: ``n_q`` query and ``n_k`` key sequences
+    (offsets of n + 1 entries), ``[total, H, D]`` rows; ``key_offsets=False`` passes None for
+    the key's offsets (``torch_attn._varlen_attn``: the query's are used)."""
+    q, k, v = (_meta(n * 2, heads, dim) for n in (n_q, n_k, n_k))
+    cu_q, cu_k = (torch.empty(n + 1, dtype=torch.int32, device="meta") for n in (n_q, n_k))
+    if kernel == "varlen":
+        return lambda: torch.ops.torch_attn._varlen_attn(
+            q, k, v, cu_q, cu_k if key_offsets else None, max_q, max_k)
+    return lambda: aten._efficient_attention_forward(
+        q[None], k[None], v[None], None, cu_q, cu_k, max_q, max_k, 0.0, 0, False)
+
+
+#: the jagged kernels of this torch: varlen where torch.nn.attention.varlen defines it
+JAGGED = ["efficient_forward"] + (["varlen"] if hasattr(torch.ops.torch_attn, "_varlen_attn")
+                                  else [])
+
+
+@given(st.sampled_from(JAGGED), st.integers(1, 2), st.sampled_from([4, 8]), st.integers(1, 3),
+       st.integers(1, 3), st.integers(1, 4), st.integers(1, 4), st.booleans())
+def test_jagged_offsets_count_by_hand_and_misfits_are_refused(refimpl_backend, kernel, heads,
+                                                              dim, n, extra, max_q, max_k,
+                                                              larger):
+    """Jagged attention on meta tensors (offsets whose values are unknown: every sequence is
+    taken at its maximum length): ``n`` sequences count ``n * 2 H max_q max_k (D + D)``; for
+    ``_varlen_attn``, key offsets None mean the query's (``max_k`` still the key's); offsets
+    of ``n`` query and ``n +- extra`` key sequences are refused. Reach: the fitting call
+    counted (> 0)."""
+    fit = sum(counts(refimpl_backend, _jagged(kernel, heads, dim, n, n, max_q, max_k)).values())
+    reach(fit > 0)
+    want = n * 2 * heads * max_q * max_k * (dim + dim)
+    assert fit == want, (f"{refimpl_backend.name}: {kernel} of {n} sequences (H={heads}, "
+                         f"D={dim}, max {max_q} x {max_k}) counted {fit}, by hand {want}")
+    if kernel == "varlen":
+        shared = sum(counts(refimpl_backend, _jagged(kernel, heads, dim, n, n, max_q, max_k,
+                                                     key_offsets=False)).values())
+        assert shared == want, (f"{refimpl_backend.name}: varlen with cu_seq_k=None counted "
+                                f"{shared}, by hand {want} (the query's offsets)")
+    n_k = n + extra if larger else max(n - extra, 0)
+    assume(n_k != n)
+    call = _jagged(kernel, heads, dim, n, n_k, max_q, max_k)
+    assert refused(refimpl_backend, call), (
+        f"{refimpl_backend.name}: counted {kernel} of {n} query sequences on {n_k} key "
+        "sequences (offsets that do not fit)")

@@ -192,9 +192,9 @@ def test_register_atomic_on_the_global_table():
 
 
 @pytest.mark.parametrize("value,error,match", [
-    (2.7, TypeError, r"aten\.mm.* returned 2\.7"),
-    (4.0, TypeError, r"returned 4\.0"),
-    (True, TypeError, "returned True"),
+    (2.7, ValueError, r"aten\.mm.* returned 2\.7"),
+    (4.0, ValueError, r"returned 4\.0"),
+    (True, ValueError, "returned True"),
     (-5, ValueError, r"aten\.mm.* returned -5"),
 ])
 def test_formula_results_must_be_non_negative_integers(value, error, match):
@@ -204,6 +204,15 @@ def test_formula_results_must_be_non_negative_integers(value, error, match):
     with pytest.raises(error, match=match), refimpl.FlopCounterMode(
             display=False, custom_mapping={aten.mm: lambda *args, **kw: value}):
         torch.mm(a, b)
+
+
+def test_a_bad_result_under_an_operator_keeps_its_message():
+    """``a + b`` turns a TypeError from the dispatch into "unsupported operand type(s)": the
+    refusal of a formula's result is a ValueError, so it reaches the caller naming the op."""
+    a = torch.randn(2, 3)
+    with pytest.raises(ValueError, match=r"aten\.add.* returned 2\.5"), \
+            refimpl.FlopCounterMode(display=False, custom_mapping={aten.add: lambda *a, **k: 2.5}):
+        a + a
 
 
 def test_integer_like_results_are_accepted():

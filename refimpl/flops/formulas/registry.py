@@ -99,12 +99,18 @@ def register_flop_formula(targets: Any, get_raw: bool = False,
     return register_fun
 
 
+class FlopCountError(ValueError):
+    """A formula returned no FLOP count. A ValueError, never a TypeError: a TypeError raised
+    under an operator call (``a + b``) is turned by ``torch.Tensor``'s operators into Python's
+    "unsupported operand type(s)", which names neither the op nor the value."""
+
+
 def checked_count(op: Any, value: Any) -> int:
     """``value`` as a FLOP count of ``op``: a non-negative integer, else a clear error (a
     fractional or negative count is a broken formula, never rounded or clamped)."""
     if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"FLOP formula for {op} returned {value!r} "
-                        f"({type(value).__name__}): FLOP counts are non-negative integers")
+        raise FlopCountError(f"FLOP formula for {op} returned {value!r} "
+                             f"({type(value).__name__}): FLOP counts are non-negative integers")
     count = value.__index__()
     if count < 0:
         raise ValueError(f"FLOP formula for {op} returned {count}: FLOP counts are "
