@@ -324,3 +324,40 @@ def test_the_graph_task_id_outside_a_backward_is_the_cached_minus_one(monkeypatc
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+class _LtToNotEq(ast.NodeTransformer):
+    """Every ``<`` in ``explain`` made ``!=`` (debug.py:61 and :62, Lt_NotEq)."""
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        if node.name == "explain":
+            for compare in ast.walk(node):
+                if isinstance(compare, ast.Compare):
+                    self.replaced += sum(isinstance(op, ast.Lt) for op in compare.ops)
+                    compare.ops = [ast.NotEq() if isinstance(op, ast.Lt) else op
+                                   for op in compare.ops]
+        return node
+
+    replaced = 0
+
+
+def test_the_report_index_is_never_past_either_log() -> None:
+    """debug.py:61 and :62 (``i < len(fwd)``, ``i < len(rec)`` to ``!=``): the index
+    ``first_difference`` returns is at most the shorter log's length, so ``<`` and ``!=``
+    agree on it. Shown on every pair of op logs of up to 4 ops over two names (every
+    prefix, extension and replacement), the mutated ``explain`` (compiled from the module's
+    own source) giving the same report."""
+    from refimpl.checkpointing import debug
+
+    mutation = _LtToNotEq()
+    tree = mutation.visit(ast.parse(inspect.getsource(debug)))
+    assert mutation.replaced == 2, mutation.replaced  # the two comparisons of lines 61, 62
+    mutated: dict = {}
+    exec(compile(ast.fix_missing_locations(tree), debug.__file__, "exec"), mutated)
+    logs = [list(ops) for n in range(5) for ops in itertools.product(("aten.a", "aten.b"),
+                                                                      repeat=n)]
+    for fwd, rec in itertools.product(logs, logs):
+        i = debug.first_difference(fwd, rec)
+        assert i is None or i <= min(len(fwd), len(rec))
+        pair = debug.OpLogs(fwd, rec)
+        assert mutated["explain"](pair) == debug.explain(pair), (fwd, rec)
