@@ -31,7 +31,10 @@ The catalogue (each entry in the dialects it exists in):
   function or a ``torch.sym_*`` function (opaque: not the function their name says);
 * ``operator.getitem`` of a tensor and of a tuple of tensors, ``operator.setitem`` and an
   augmented assignment (``iadd``), ``torch.manual_seed``, ``get_attr`` of a buffer and a
-  ``call_module``.
+  ``call_module``;
+* ``_assert_async`` of a sum (aten and torch): it returns nothing, and torch.fx does not
+  list it as side-effectful (``Node.is_impure`` is false), so only its empty return shows
+  its effect.
 
 Generation: each entry's dialect (shrinks to its first) and parameters; ``fresh_ops`` once.
 """
@@ -184,6 +187,10 @@ def _extras() -> dict[str, Twin]:
         "len": Twin(_fn(builtins.len), ("torch",), "number"),
         "manual_seed": Twin(lambda g, v, p: g.call_function(torch.manual_seed, (0,)),
                             ("torch",), "none"),
+        "aten_assert_async": Twin(_fn(aten._assert_async.default), ("aten",), "none",
+                                  lambda g, xs: [g.call_function(aten.sum.default, (xs[0],))]),
+        "torch_assert_async": Twin(_fn(torch._assert_async), ("torch",), "none",
+                                   lambda g, xs: [g.call_function(torch.sum, (xs[0],))]),
         "get_attr": Twin(lambda g, v, p: g.get_attr("w"), ("aten", "torch")),
         "call_module": Twin(lambda g, v, p: g.call_module("act", (v[0],)), ("torch",)),
         "user_max": _on_size(user_max, 2),
