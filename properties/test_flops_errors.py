@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from refimpl.oracle import component
@@ -228,11 +228,28 @@ def _jagged(kernel: str, heads: int, dim: int, n_q: int, n_k: int, max_q: int, m
         q[None], k[None], v[None], None, cu_q, cu_k, max_q, max_k, 0.0, 0, False)
 
 
+def _has_varlen() -> bool:
+    """Whether this torch defines ``torch_attn::_varlen_attn`` (importing
+    torch.nn.attention.varlen registers it)."""
+    try:
+        import torch.nn.attention.varlen
+    except ImportError:
+        return False
+    return hasattr(torch.ops.torch_attn, "_varlen_attn")
+
+
 #: the jagged kernels of this torch: varlen where torch.nn.attention.varlen defines it
-JAGGED = ["efficient_forward"] + (["varlen"] if hasattr(torch.ops.torch_attn, "_varlen_attn")
-                                  else [])
+JAGGED = ["efficient_forward"] + (["varlen"] if _has_varlen() else [])
 
 
+def _each_jagged_kernel(test):
+    """Each kernel of :data:`JAGGED` as an explicit example (2 query and 3 key sequences)."""
+    for kernel in JAGGED:
+        test = example(kernel, 2, 8, 2, 1, 3, 2, True)(test)
+    return test
+
+
+@_each_jagged_kernel
 @given(st.sampled_from(JAGGED), st.integers(1, 2), st.sampled_from([4, 8]), st.integers(1, 3),
        st.integers(1, 3), st.integers(1, 4), st.integers(1, 4), st.booleans())
 def test_jagged_offsets_count_by_hand_and_misfits_are_refused(refimpl_backend, kernel, heads,
