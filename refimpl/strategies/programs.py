@@ -420,8 +420,9 @@ TIED_WIDTHS = (2, 4)
 
 
 @st.composite
-def tied_matmuls(draw, uniform: bool = False, matmuls: int = 3) -> ProgramSpec:
-    """Tiny programs with ties drawn on purpose: one to ``matmuls`` matmuls, each reading the
+def tied_matmuls(draw, uniform: bool = False, matmuls: int = 3,
+                 summaries: bool = True) -> ProgramSpec:
+    """Tiny programs with ties drawn on purpose: two to ``matmuls`` matmuls, each reading the
     input ``x`` or an earlier nonlinear value, into a width of :data:`TIED_WIDTHS`, read by
     the backward through a nonlinear op, a quarter of the time through ``e * e.sum(1)``
     first (the product's backward reads ``e`` and its small sum: a save-set of a few bytes
@@ -429,18 +430,19 @@ def tied_matmuls(draw, uniform: bool = False, matmuls: int = 3) -> ProgramSpec:
     bytes and FLOPs; a wide one beside a narrow one ties in bytes with two narrow ones, and
     so on: save-sets of one size recur, and a solver's tie-break decides. With ``uniform`` every
     matmul is ``(n, w) @ (w, w)`` (the same call, so any runtime estimator prices them
-    alike) and no summary is drawn (a reduction is priced by time but costs no FLOPs)."""
+    alike) and no summary is drawn (a reduction is priced by time but costs no FLOPs); nor
+    without ``summaries`` (fewer forward values: an enumerating solver's limit)."""
     n = draw(st.integers(2, 4))
     width = draw(st.sampled_from(TIED_WIDTHS))
     steps: list[Step] = []
     widths = [width]
     nonlinear = [0]  # values a matmul may read: x, or a nonlinear value
-    for _ in range(draw(st.integers(1, matmuls))):
+    for _ in range(draw(st.integers(min(2, matmuls), matmuls))):
         src = draw(st.sampled_from(nonlinear))
         out = width if uniform else draw(st.sampled_from(TIED_WIDTHS))
         steps.append(Step("mm", "mm", (src,), out))
         e = len(steps)
-        if not uniform and draw(st.integers(0, 3)) == 0:
+        if summaries and not uniform and draw(st.integers(0, 3)) == 0:
             steps.append(Step("summary", "sum", (e,), 1))
             steps.append(Step("binary", "mul", (e, e + 1), out))
             e = len(steps)
