@@ -81,17 +81,24 @@ IN_PLACE_STEPS = ("relu_", "mul_", "add_", "sub_", "F.relu(h, True)",
 class Chain(ConvChain):
     """:class:`~refimpl.properties.test_layout_plan.ConvChain` with the steps of
     :data:`CHAIN_STEPS`: a small conv, then the steps; returns the conv's output and the
-    chain's end (which alias each other when every step writes in place)."""
+    chain's end (which alias each other when every step writes in place). With ``to_5d``
+    also a second run of the conv, its relu added to a 5-d tensor (broadcast: a
+    layout-agnostic op of a channels-last value whose result is not 4-d, so it has no
+    channels-last form)."""
 
-    def __init__(self, steps: tuple[str, ...]) -> None:
+    def __init__(self, steps: tuple[str, ...], to_5d: bool = False) -> None:
         super().__init__(steps)
         self.leaky_, self.hardtanh_ = nn.LeakyReLU(0.1, inplace=True), nn.Hardtanh(inplace=True)
+        self.register_buffer("five", torch.linspace(-1.0, 1.0, 2).reshape(2, 1, 1, 1, 1))
+        self.to_5d = to_5d
 
     def forward(self, x: torch.Tensor):
         y = self.conv(x)
         h = y
         for step in self.steps:
             h = CHAIN_STEPS[step](self, h)
+        if self.to_5d:
+            return y, h, torch.relu(self.conv(x)) + self.five
         return y, h
 
 
@@ -115,8 +122,9 @@ def node_cases(draw):
         names = IN_PLACE_STEPS if draw(st.booleans()) else tuple(CHAIN_STEPS)
         order = draw(st.permutations(names))
         steps = order[:draw(st.integers(1, len(order)))]
-        module = Chain(steps).eval()
-        return f"Chain({steps!r})", module, x, trace(module)
+        to_5d = draw(st.booleans())
+        module = Chain(steps, to_5d).eval()
+        return f"Chain({steps!r}, to_5d={to_5d})", module, x, trace(module)
     view, write = draw(st.sampled_from(sorted(VIEWS))), draw(st.sampled_from(sorted(WRITES)))
     target = draw(st.sampled_from(("base", "view")))
     order = draw(st.sampled_from(("view first", "write first")))
