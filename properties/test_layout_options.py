@@ -71,6 +71,16 @@ BAD = {
         {**INDUCTOR_COSTS, "default": None}],
 }
 
+#: option -> the values at the edge of what it can mean, each one step from a value of BAD:
+#: the pass must take them (a validation that refuses them narrows the option).
+EDGE = {
+    "mode": ["auto", "always", "never"],
+    "is_inference": [None, True, False],
+    "max_nodes_per_conv": [1, 2, 10**9],
+    "multipliers": [dict.fromkeys(CLASSES, 1e-12), dict.fromkeys(CLASSES, 1),
+                    {**INDUCTOR_COSTS, "small": 10**6}],
+}
+
 
 class ConvRelu(nn.Module):
     """One conv (``(in, out, kernel, groups)``) and a relu, then a second conv of the same
@@ -211,7 +221,8 @@ def refusal(run, module: nn.Module, x: torch.Tensor, options: dict) -> BaseExcep
 @given(kind=st.sampled_from(["default", "in_out"]), device=devices())
 def test_options_it_cannot_mean_are_refused(refimpl_backend, kind, device):
     """Every value of :data:`BAD`, one option at a time, on a net the pass converts with no
-    options: refused with a ValueError or TypeError whose message names the option."""
+    options: refused with a ValueError or TypeError whose message names the option; every
+    value of :data:`EDGE` (one step inside each refused range) is taken."""
     takes_options(refimpl_backend)
     module = ConvRelu(CONVS[kind], twice=False).to(device).eval()
     x = torch.randn(1, CONVS[kind][0], 4, 4, device=device)
@@ -226,3 +237,8 @@ def test_options_it_cannot_mean_are_refused(refimpl_backend, kind, device):
                 assert isinstance(why, (ValueError, TypeError)) and option in str(why), (
                     f"{refimpl_backend.name}: {where} raised {why!r}, expected a ValueError "
                     f"or TypeError naming {option}")
+        for option, values in EDGE.items():
+            for value in values:
+                why = refusal(run, module, x, {option: value})
+                assert why is None, (f"{refimpl_backend.name}: optimize_layout({option}="
+                                     f"{value!r}) refused a value the option means: {why!r}")
