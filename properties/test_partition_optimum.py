@@ -70,11 +70,14 @@ from refimpl.strategies.programs import tied_matmuls
 ESTIMATORS = ("flops", "profile")
 
 
-def bound_targets(plan_bytes: list[int], low: int, high: int) -> list[int]:
-    """Each plan size, one byte below and one above it, where a budget in [0, 1) reaches it:
-    from ``low`` (the fewest bytes) up to, not including, ``high`` (the budget-1.0 bytes)."""
-    return sorted({t for size in plan_bytes for t in (size - 1, size, size + 1)
-                   if low <= t < high})
+def draw_bound(data, sizes: list[int], low: int, high: int) -> int:
+    """A byte bound a budget in [0, 1) reaches (from ``low``, the fewest bytes, up to, not
+    including, ``high``, the budget-1.0 bytes): one of ``sizes`` above ``low`` (``low``
+    itself where none is), exactly, or one byte below or above it where that is in range."""
+    inside = sorted({size for size in sizes if low < size < high}) or [low]
+    size = data.draw(st.sampled_from(inside), label="size")
+    offset = data.draw(st.sampled_from((0, -1, 1)), label="offset")
+    return size + offset if low <= size + offset < high else size
 
 
 @given(data=st.data())
@@ -100,11 +103,10 @@ def test_partition_plan_is_the_brute_force_optimum(refimpl_backend, data):
     with torch._functorch.config.patch(**config):
         high = measured(compile_fn(fn, memory_budget=1.0), spec)[0]
         low = expected.min_bytes
-        targets = bound_targets([o.bytes for o in expected.plans], low, high)
-        if not targets:
+        if high <= low:
             event("budget-1.0 plan keeps the fewest bytes: no budget below 1.0 chooses")
             reject()
-        target = data.draw(st.sampled_from(targets), label="bound")
+        target = draw_bound(data, [o.bytes for o in expected.plans], low, high)
         budget = (target - low) / (high - low)
         compiled = compile_fn(fn, memory_budget=budget)
         saved, out, grads = measured(compiled, spec)  # the first call compiles
@@ -122,13 +124,6 @@ def test_partition_plan_is_the_brute_force_optimum(refimpl_backend, data):
     assert_as_eager(fn, spec, out, grads, why)
 
 
-def fill_targets(sizes: list[int], low: int, high: int) -> list[int]:
-    """``low`` plus the bytes of each subset of the knapsack items (``sizes``), and a byte
-    either side of it, where a budget in [0, 1) reaches it (:func:`bound_targets`)."""
-    fills = {sum(c) for k in range(len(sizes) + 1) for c in itertools.combinations(sizes, k)}
-    return bound_targets([low + fill for fill in fills], low, high)
-
-
 @given(spec=tied_matmuls(), solver=st.sampled_from(TORCH_SOLVERS), data=st.data())
 def test_partition_knapsack_plan_on_ties(refimpl_backend, spec, solver, data):
     require_promise(refimpl_backend, "modelled_knapsack")
@@ -141,11 +136,13 @@ def test_partition_knapsack_plan_on_ties(refimpl_backend, spec, solver, data):
     with torch._functorch.config.patch(activation_memory_budget_solver=solver):
         high = measured(compile_fn(fn, memory_budget=1.0), spec)[0]
         low = expected.min_bytes
-        targets = fill_targets(sizes, low, high)
-        if not targets:
+        if high <= low:
             event("budget-1.0 plan keeps the fewest bytes: no budget below 1.0 chooses")
             reject()
-        budget = (data.draw(st.sampled_from(targets), label="bound") - low) / (high - low)
+        fills = {sum(c) for k in range(1, len(sizes) + 1)
+                 for c in itertools.combinations(sizes, k)}  # the items' subsets' bytes
+        target = draw_bound(data, [low + fill for fill in fills], low, high)
+        budget = (target - low) / (high - low)
         saved = measured(compile_fn(fn, memory_budget=budget), spec)[0]
     bound = bound_bytes(low, high, budget)
     wanted = expected_bytes(problem, solver, bound - low)
