@@ -421,7 +421,7 @@ TIED_WIDTHS = (2, 4)
 
 @st.composite
 def tied_matmuls(draw, uniform: bool = False, matmuls: int = 3,
-                 summaries: bool = True) -> ProgramSpec:
+                 summaries: bool = True, swapped: bool = False) -> ProgramSpec:
     """Tiny programs with ties drawn on purpose: two to ``matmuls`` matmuls, each reading the
     input ``x`` or an earlier nonlinear value, into a width of :data:`TIED_WIDTHS`, read by
     the backward through a nonlinear op, a quarter of the time through ``e * e.sum(1)``
@@ -431,15 +431,18 @@ def tied_matmuls(draw, uniform: bool = False, matmuls: int = 3,
     so on: save-sets of one size recur, and a solver's tie-break decides. With ``uniform`` every
     matmul is ``(n, w) @ (w, w)`` (the same call, so any runtime estimator prices them
     alike) and no summary is drawn (a reduction is priced by time but costs no FLOPs); nor
-    without ``summaries`` (fewer forward values: an enumerating solver's limit)."""
+    without ``summaries`` (fewer forward values: an enumerating solver's limit). With
+    ``swapped`` the first two matmuls are ``x (width 4) @ (4, 2)`` and ``f(that) @ (2, 4)``:
+    the same FLOPs, twice the bytes, the tie a knapsack must break towards less memory."""
     n = draw(st.integers(2, 4))
-    width = draw(st.sampled_from(TIED_WIDTHS))
+    width = 4 if swapped else draw(st.sampled_from(TIED_WIDTHS))
     steps: list[Step] = []
     widths = [width]
     nonlinear = [0]  # values a matmul may read: x, or a nonlinear value
-    for _ in range(draw(st.integers(min(2, matmuls), matmuls))):
-        src = draw(st.sampled_from(nonlinear))
-        out = width if uniform else draw(st.sampled_from(TIED_WIDTHS))
+    for k in range(draw(st.integers(min(2, matmuls), matmuls))):
+        src = nonlinear[k] if swapped and k < 2 else draw(st.sampled_from(nonlinear))
+        out = (2, 4)[k] if swapped and k < 2 else \
+            width if uniform else draw(st.sampled_from(TIED_WIDTHS))
         steps.append(Step("mm", "mm", (src,), out))
         e = len(steps)
         if summaries and not uniform and draw(st.integers(0, 3)) == 0:
