@@ -59,6 +59,18 @@ def counted_per_module(backend, tree: ModuleTree, mode: str) -> dict[str, int]:
     return per_module_totals(counter)
 
 
+def counted_in_sequence(backend, tree: ModuleTree) -> dict[str, int]:
+    """The backend's per-module totals for every run mode of ``tree``, one after the other
+    on one freshly built model under one counter."""
+    model = tree.build()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # as in counted_per_module
+        with component(backend, "flop_counter")(display=False) as counter:
+            for mode in tree.modes:
+                tree.run(model, tree.inputs(), mode)
+    return per_module_totals(counter)
+
+
 @given(module_trees())
 def test_module_attribution_is_the_hand_count(refimpl_backend, tree: ModuleTree):
     """Each of the tree's three run modes, counted apart, against the hand count."""
@@ -72,6 +84,22 @@ def test_module_attribution_is_the_hand_count(refimpl_backend, tree: ModuleTree)
              for mode in tree.modes if observed[mode] != expected[mode]}
     assert not wrong, (f"{refimpl_backend.name}: per-module FLOPs differ from the hand count "
                        f"for {tree!r}; mode -> {{module: (counted, expected)}}: {wrong}")
+
+
+@given(module_trees())
+def test_runs_under_one_counter_add_up(refimpl_backend, tree: ModuleTree):
+    """The tree's three run modes one after the other on one model under one counter:
+    nothing of a run (a module a backward left active, a hook left behind) may carry into
+    the next, so each module holds the sum of the runs' hand counts. Reach: a backward ran
+    before another run (what it leaves is then seen)."""
+    expected = [tree_module_flops(tree, mode) for mode in tree.modes]
+    reach("backward" in tree.modes[:-1])
+    together = counted_in_sequence(refimpl_backend, tree)
+    summed = {name: sum(counts.get(name, 0) for counts in expected)
+              for name in set().union(*expected)}
+    assert together == summed, (
+        f"{refimpl_backend.name}: the runs {list(tree.modes)} of {tree!r} under one counter: "
+        f"counted {together}, the sum of the runs' hand counts is {summed}")
 
 
 @given(st.integers(2, 3), st.sampled_from([(), (1,), (2,), (1, 3), (3, 2)]),
