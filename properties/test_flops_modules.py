@@ -91,7 +91,8 @@ def test_runs_under_one_counter_add_up(refimpl_backend, tree: ModuleTree):
     """The tree's three run modes one after the other on one model under one counter:
     nothing of a run (a module a backward left active, a hook left behind) may carry into
     the next, so each module holds the sum of the runs' hand counts. Reach: a backward ran
-    before another run (what it leaves is then seen)."""
+    before another run (what it leaves is then seen). Against torch (2.13) it fails as the
+    property above does (CPU attention counted 0, FLOPs 2; the inference and no_grad runs)."""
     expected = [tree_module_flops(tree, mode) for mode in tree.modes]
     reach("backward" in tree.modes[:-1])
     together = counted_in_sequence(refimpl_backend, tree)
