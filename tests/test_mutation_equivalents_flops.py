@@ -219,3 +219,32 @@ def test_a_negative_indent_is_no_indent():
         for total in (0, 10, 20):
             assert (table.module_rows("Global", ops, -1, total)
                     == table.module_rows("Global", ops, 0, total)), (ops, total)
+
+
+def test_a_weight_of_lower_rank_than_the_input_is_refused_by_torch_first():
+    """conv.py:36 (``len(x_shape) != len(w_shape)``) to ``<``: over every pair of ranks 1-6
+    the two checks differ exactly where the input has more dims than the weight (and at least
+    3), and torch's convolution refuses each such pair itself (CPU and meta), before any
+    formula runs: under the counter the formula sees the shapes only after the op ran."""
+    original = {(rx, rw) for rx, rw in itertools.product(range(1, 7), repeat=2)
+                if rx != rw or rx < 3}
+    mutant = {(rx, rw) for rx, rw in itertools.product(range(1, 7), repeat=2)
+              if rx < rw or rx < 3}
+    differ = original ^ mutant
+    assert differ == {(rx, rw) for rx in range(3, 7) for rw in range(1, rx)}
+    aten = torch.ops.aten
+    for (rx, rw), device in itertools.product(sorted(differ), ("cpu", "meta")):
+        spatial = rx - 2
+        x = torch.empty(2, 3, *[5] * spatial, device=device)
+        w = torch.empty(4, 3, *[2] * (rw - 2), device=device) if rw >= 2 else \
+            torch.empty(4, device=device)
+        with FlopCounterMode(display=False) as counter:
+            try:
+                aten.convolution(x, w, None, [1] * spatial, [0] * spatial, [1] * spatial,
+                                 False, [0] * spatial, 1)
+            except (RuntimeError, TypeError, IndexError, ValueError) as exc:
+                assert "convolution:" not in str(exc), (rx, rw, device, exc)  # torch's
+            else:
+                raise AssertionError(f"{device}: torch ran a rank-{rx} input with a rank-{rw} "
+                                     "weight")
+        assert counter.get_total_flops() == 0
