@@ -130,6 +130,12 @@ class BuiltinForward(nn.Module):
     forward = torch.tanh
 
 
+class NumberForward(nn.Module):
+    """A forward that is not callable (no signature to read): refused when it runs."""
+
+    forward = 5
+
+
 class ReturnsPair(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -341,6 +347,8 @@ REFUSALS = (
     Refusal(_factory("ReturnsPair", "--backward"), "--backward", "returned tuple", "model"),
     Refusal(_factory("BackwardRaises", "--backward"), "--backward: the backward of MODEL=",
             "raised RuntimeError: the backward broke", "model"),
+    Refusal(_factory("NumberForward"), "--input-shape 2,4 --dtype float32",
+            "raised TypeError: 'int' object is not callable", "model"),
     # its forward's signature cannot be read: it runs, and only --backward is refused
     Refusal(_factory("BuiltinForward", "--backward"), "--backward",
             "no parameter that requires grad", "model"),
