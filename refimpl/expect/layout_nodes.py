@@ -24,6 +24,10 @@ The rule, one pass in graph order (given that the graph is converted):
    alias class among their seen channels-last values;
 4. a conv whose input is not seen channels-last gets its input converted (one conversion).
 
+A conv of an input with one channel or a 1x1 image (both memory orders at once) gets the
+layout torch picks for it, which may be contiguous: its result, and what computes
+channels-last from it alone, is *undetermined* (:attr:`LayoutPlanned.undetermined`).
+
 Invariant: the record depends only on the values eager computes, so :func:`planned_layout`
 judges any backend's pass on the same graph.
 """
@@ -31,7 +35,7 @@ judges any backend's pass on the same graph.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -169,6 +173,8 @@ class LayoutPlanned:
     conversions each step of the rule inserts."""
 
     channels_last: list[str]
+    #: channels-last nodes whose layout torch picks (a conv of an input in both orders)
+    undetermined: list[str] = field(default_factory=list)
     to_channels_last: int = 0       # step 4
     restored_at_definition: int = 0  # step 2
     restored_before: int = 0        # step 3, before a consumer
@@ -213,10 +219,27 @@ def _computes_channels_last(node: EagerNode, seen: set[str]) -> bool:
     return node.family == IN_PLACE and node.first_input in seen
 
 
+def _both_orders(node: EagerNode) -> bool:
+    """A 4-d value with one channel or a 1x1 image: channels-last and contiguous at once."""
+    return node.shape is not None and len(node.shape) == 4 and (
+        node.shape[1] == 1 or node.shape[2] * node.shape[3] == 1)
+
+
+def _undetermined(node: EagerNode, by_name: dict, seen: set[str], undetermined: list) -> bool:
+    """Whether torch picks the layout of a node that computes channels-last."""
+    if node.family == CONV:
+        source = by_name.get(node.first_input)
+        return source is None or _both_orders(source) or node.first_input in undetermined
+    if node.family == IN_PLACE:
+        return node.first_input in undetermined
+    return any(i in undetermined for i in node.tensor_inputs if i in seen)
+
+
 def planned_layout(record: list[EagerNode]) -> LayoutPlanned:
     """The rule of the module docstring, on :func:`eager_nodes`' record of a graph."""
     roots = _alias_roots(record)
     plain = _plain_roots(record, roots)
+    by_name = {n.name: n for n in record}
     planned = LayoutPlanned([])
     seen: set[str] = set()
     for node in record:
@@ -228,6 +251,8 @@ def planned_layout(record: list[EagerNode]) -> LayoutPlanned:
             planned.restored_before += len({i for i in node.tensor_inputs if i in seen})
             continue
         planned.channels_last.append(node.name)
+        if _undetermined(node, by_name, seen, planned.undetermined):
+            planned.undetermined.append(node.name)
         if node.family == CONV and node.first_input not in seen:
             planned.to_channels_last += 1
         if roots[node.name] in plain:
