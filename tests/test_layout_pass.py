@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch import nn
+from torch import fx, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from refimpl.expect.layout import make_layout_backend
@@ -16,6 +16,7 @@ from refimpl.layout import (
     optimize_layout,
 )
 from refimpl.layout.decision import decide
+from refimpl.strategies.nets import ConvNetSpec, LayerSpec, lay_out
 from tests.finding import find_example
 
 
@@ -308,3 +309,23 @@ def test_a_graph_the_rule_declines_is_left_untouched():
     result = gm.meta[META_KEY]
     assert not result.decision.channels_last and "grouped" in result.decision.reason
     assert result.plan is None and gm.code == code
+
+
+@pytest.mark.xfail(strict=True, reason="open refimpl bug: on a symbolic_trace graph the pass "
+                   "restores to strides read off fake tensors, whose size-1 channel stride "
+                   "differs from the CPU kernel's; a cat after it then takes another layout")
+def test_a_one_channel_conv_of_a_channels_last_input_then_cat_keeps_eager_strides():
+    """Found by properties/test_layout_nodes.py at 500 examples: a channels-last input, a
+    conv to one channel, a relu and ``torch.cat`` of the value with itself. Eager's output
+    strides are (32, 16, 4, 1); the pass, given the ``symbolic_trace`` graph (fake tensor
+    propagation), returns (32, 1, 8, 2), the same values. Through dynamo it returns
+    eager's strides."""
+    spec = ConvNetSpec(batch=1, in_channels=3, size=4, layers=(
+        LayerSpec("conv", out_channels=1), LayerSpec("relu"), LayerSpec("cat")))
+    module = spec.build().eval()
+    x = lay_out(spec.example_input(), "channels_last")
+    with torch.no_grad():
+        expected = module(x.clone())
+        actual = optimize_layout(fx.symbolic_trace(module), [x])(x.clone())
+    assert torch.equal(actual, expected)
+    assert actual.stride() == expected.stride()
