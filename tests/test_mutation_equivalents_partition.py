@@ -489,3 +489,19 @@ def test_partitioner_85_budget_eq_one_is_budget_ge_one():
             partitioner.choose_many(small, [0.5, bad], PartitionOptions())
     for budget in [i / 64 for i in range(65)]:
         assert (budget == 1) == (budget >= 1), budget
+
+
+def test_candidates_82_role_is_forward_is_role_eq_forward():
+    """``refimpl/partition/candidates.py:82``, ``n.role == "forward"`` -> ``n.role is
+    "forward"`` in ``hard_bans``: as for ``exhaustive.py:31`` above, every role is one of
+    ``_roles``'s interned string literals, so identity and equality agree on every node of
+    every graph (here on graphs with views of inputs and of activations), and ``hard_bans``
+    is the same set under both."""
+    assert _role_literals() == set(ROLES)
+    for graph in _graphs():
+        for node in graph.forward_side():
+            assert operator.is_(node.role, "forward") == (node.role == "forward"), node
+        mutant = {n.name for n in graph.forward_side() if operator.is_(n.role, "forward")
+                  and (n.random or n.mutable)}
+        assert mutant == {n.name for n in graph.forward_side() if n.role == "forward"
+                          and (n.random or n.mutable)}
