@@ -11,7 +11,8 @@ head, view and mutating tails, several outputs that alias), those of
 :func:`~refimpl.strategies.nets.laid_out_input_nets` on an input laid out channels-last,
 channels-last and sliced, or with height and width swapped, a conv followed by a chain of
 steps (:class:`Chain`: every op family of the layout-agnostic table in each call form, and
-in-place ops outside it; half the chains write in place only, so the two outputs alias),
+in-place ops outside it; half the chains take the table's in-place ops only, so the two
+outputs alias),
 and a conv's output viewed and written (``ViewedConv``), each as ``symbolic_trace`` gives it
 (the output properties run dynamo's graphs). Eager runs the original graph and records, per
 node, its value's shape, strides and storage
@@ -76,9 +77,11 @@ EAGER_IN_PLACE = {
     "clamp_": lambda m, h: h.clamp_(-1.0, 1.0),
 }
 CHAIN_STEPS = {**STEPS, **EAGER_IN_PLACE}
+#: the in-place steps of the layout-agnostic table: a chain of them keeps the conv's output
+#: channels-last, and the chain's end aliases it
 IN_PLACE_STEPS = ("relu_", "mul_", "add_", "sub_", "F.relu(h, True)",
                   "F.hardtanh(h, -2.0, 2.0, True)", "ReLU(inplace=True)",
-                  "SiLU(inplace=True)", *EAGER_IN_PLACE)
+                  "SiLU(inplace=True)")
 
 
 class Chain(ConvChain):
@@ -110,8 +113,8 @@ def node_cases(draw):
     """A graph to plan, as (what, module, input, graph): a :func:`conv_nets` net on a
     contiguous input, a :func:`laid_out_input_nets` net on a laid-out input, a conv and a
     chain of steps (every step once in a drawn order, cut at a drawn length; half the
-    chains write in place only, so their two outputs alias), or a conv's output viewed and
-    written (:class:`~refimpl.properties.test_layout_plan.ViewedConv`)."""
+    chains take the table's in-place steps only, so their two outputs alias), or a conv's
+    output viewed and written (:class:`~refimpl.properties.test_layout_plan.ViewedConv`)."""
     source = draw(st.sampled_from(("net", "net", "laid out", "chain", "chain", "viewed")))
     torch.manual_seed(0)
     if source in ("net", "laid out"):
