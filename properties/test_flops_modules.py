@@ -31,14 +31,14 @@ from __future__ import annotations
 import warnings
 
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from torch import nn
 
 from refimpl.expect.flops import tree_module_flops
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
-from refimpl.strategies.flop_trees import ModuleTree, module_trees
+from refimpl.strategies.flop_trees import LeafSpec, ModuleTree, TreeSpec, module_trees
 
 
 def per_module_totals(counter) -> dict[str, int]:
@@ -71,7 +71,19 @@ def counted_in_sequence(backend, tree: ModuleTree) -> dict[str, int]:
     return per_module_totals(counter)
 
 
+#: attention reading an LSTM's batch-first output, a view whose last dimension has stride 2:
+#: torch runs the math path for it unless the input is made contiguous (found at 2,000
+#: examples, where the hand count, which models the flash kernel, was 8 FLOPs above both
+#: counters)
+_ATTENTION_AFTER_LSTM = ModuleTree(
+    root=TreeSpec(children=(
+        LeafSpec("rnn", 2, 2, (("hidden", 1), ("kind", "LSTM"), ("steps", 2))),
+        LeafSpec("sdpa", 2, 2, (("dim", 2), ("heads", 1), ("tokens", 1)))), compiled=False),
+    batch=2, width=2, modes=("backward", "forward", "no_grad"), input_grad=False, seed=0)
+
+
 @given(module_trees())
+@example(_ATTENTION_AFTER_LSTM)
 def test_module_attribution_is_the_hand_count(refimpl_backend, tree: ModuleTree):
     """Each of the tree's three run modes, counted apart, against the hand count."""
     expected = {mode: tree_module_flops(tree, mode) for mode in tree.modes}

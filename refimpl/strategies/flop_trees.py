@@ -208,7 +208,10 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = self.spec
-        q = x.reshape(x.shape[0], s.size("heads"), s.size("tokens"), -1)
+        # contiguous: CPU attention runs the flash kernel (the hand count's) only when the
+        # last dimension has stride 1; an LSTM's batch-first output, reshaped, has stride 2
+        # there, and torch then runs the math path (bmm, no recomputed scores)
+        q = x.reshape(x.shape[0], s.size("heads"), s.size("tokens"), -1).contiguous()
         return F.scaled_dot_product_attention(q, q, q).reshape(x.shape[0], -1)
 
 
