@@ -49,11 +49,12 @@ from hypothesis import event, given, reject
 from hypothesis import strategies as st
 
 from refimpl.expect.partition_expect import (
+    NO_EXACT_SOLVER,
     assert_as_eager,
     backward_flops,
     bound_bytes,
+    least_recompute_solvers,
     measured,
-    promise_of,
 )
 from refimpl.expect.partition_knapsack import expected_bytes, knapsack_items
 from refimpl.oracle import component
@@ -84,11 +85,9 @@ def draw_bound(data, sizes: list[int], low: int, high: int) -> int:
 
 @given(data=st.data())
 def test_partition_plan_is_the_brute_force_optimum(refimpl_backend, data):
-    promise = promise_of(refimpl_backend)
-    solvers = ((None,) if promise.least_recompute else ()) + promise.exact_solvers
+    solvers = least_recompute_solvers(refimpl_backend)
     if not solvers:
-        pytest.skip(f"backend {refimpl_backend.name!r} promises no exact solver "
-                    "(partition_promise.least_recompute is False, exact_solvers empty)")
+        pytest.skip(NO_EXACT_SOLVER.format(name=refimpl_backend.name))
     solver = data.draw(st.sampled_from(solvers), label="solver")
     estimator = data.draw(st.sampled_from(ESTIMATORS), label="runtime_estimator")
     # an enumerating solver is promised on up to 16 forward values: two plain matmuls

@@ -33,11 +33,13 @@ from hypothesis import event, given, reject
 from hypothesis import strategies as st
 
 from refimpl.expect.partition_expect import (
+    NO_EXACT_SOLVER,
     assert_as_eager,
     assert_recompute_within,
     assert_saved_within,
     backward_flops,
     bound_bytes,
+    least_recompute_solvers,
     measured,
     promise_of,
 )
@@ -125,11 +127,9 @@ def test_partition_exact_solvers_take_a_middle_plan(refimpl_backend, spec, data)
     that keeps the first plan that fits, or compares plans wrongly, recomputes every matmul
     there. Reach: the bound, with the target's own budget-1.0 bytes as ``max``, admits a
     middle plan."""
-    promise = promise_of(refimpl_backend)
-    solvers = ((None,) if promise.least_recompute else ()) + promise.exact_solvers
+    solvers = least_recompute_solvers(refimpl_backend)
     if not solvers:
-        pytest.skip(f"backend {refimpl_backend.name!r} promises no exact solver "
-                    "(partition_promise.least_recompute is False, exact_solvers empty)")
+        pytest.skip(NO_EXACT_SOLVER.format(name=refimpl_backend.name))
     solver = data.draw(st.sampled_from(solvers), label="solver")
     compile_fn = component(refimpl_backend, "compile")
     run, expected = expected_within_promise(spec, solver)

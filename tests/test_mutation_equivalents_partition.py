@@ -211,6 +211,29 @@ def test_mutation_106_a_version_counter_never_falls(write):
     assert (after != before) == (after > before)
 
 
+def _solve_with_recording(monkeypatch, name: str) -> tuple[int, int, list[str]]:
+    """Every solver at budgets 0, 0.4 and 1 on the small graph (and, but for ``brute``,
+    whose promise is n <= 16, the views graph) with ``partitioner.<name>`` replaced by a
+    subclass that records assignment, deletion and hashing. Returns how many instances were
+    made, how many ``choose_many`` runs there were, and what was recorded."""
+    calls: list[str] = []
+    made: list[object] = []
+
+    class Recording(_recording(getattr(problem, name), calls)):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(partitioner, name, Recording)
+    small, views = _graphs()
+    runs = [(small, s) for s in partitioner.SOLVER_MODULES] + [
+        (views, s) for s in partitioner.SOLVER_MODULES if s != "brute"]
+    for graph, solver in runs:
+        plans = partitioner.choose_many(graph, [0.0, 0.4, 1.0], PartitionOptions(solver=solver))
+        assert len(plans) == 3
+    return len(made), len(runs), calls
+
+
 def test_problem_32_a_problem_is_never_changed_nor_hashed(monkeypatch):
     """``refimpl/partition/problem.py:32``, ``@dataclass(frozen=True)`` -> ``frozen=False``
     on ``Problem``: ``frozen`` changes only assignment and deletion after ``__init__`` (they
@@ -218,22 +241,8 @@ def test_problem_32_a_problem_is_never_changed_nor_hashed(monkeypatch):
     any of the three to a Problem: with a recording subclass in its place, every solver at
     budgets 0, a middle one and 1 records nothing (``hash`` would not even succeed: a
     Problem's ``Bans`` holds sets)."""
-    calls: list[str] = []
-    made: list[problem.Problem] = []
-
-    class Recording(_recording(problem.Problem, calls)):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr(partitioner, "Problem", Recording)
-    small, views = _graphs()
-    runs = [(small, s) for s in partitioner.SOLVER_MODULES] + [
-        (views, s) for s in partitioner.SOLVER_MODULES if s != "brute"]  # brute: n <= 16
-    for graph, solver in runs:
-        plans = partitioner.choose_many(graph, [0.0, 0.4, 1.0], PartitionOptions(solver=solver))
-        assert len(plans) == 3
-    assert len(made) >= 3 * len(runs)  # one per budget and run at least
+    made, runs, calls = _solve_with_recording(monkeypatch, "Problem")
+    assert made >= 3 * runs  # one per budget and run at least
     assert calls == []
 
 
@@ -433,22 +442,8 @@ def test_problem_21_bans_are_never_changed_nor_hashed(monkeypatch):
     generated ``__hash__``. With a recording subclass in its place, every solver at budgets
     0, a middle one and 1 does none of the three to the Bans it makes (``hash`` could not
     succeed anyway: a Bans holds sets)."""
-    calls: list[str] = []
-    made: list[problem.Bans] = []
-
-    class Recording(_recording(problem.Bans, calls)):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr(partitioner, "Bans", Recording)
-    small, views = _graphs()
-    runs = [(small, s) for s in partitioner.SOLVER_MODULES] + [
-        (views, s) for s in partitioner.SOLVER_MODULES if s != "brute"]  # brute: n <= 16
-    for graph, solver in runs:
-        plans = partitioner.choose_many(graph, [0.0, 0.4, 1.0], PartitionOptions(solver=solver))
-        assert len(plans) == 3
-    assert len(made) >= len(runs)  # one Bans per choose_many at least
+    made, runs, calls = _solve_with_recording(monkeypatch, "Bans")
+    assert made >= runs  # one Bans per choose_many at least
     assert calls == []
 
 

@@ -63,6 +63,18 @@ def promise_of(backend) -> PartitionPromise:
     return getattr(backend, "partition_promise", None) or BOUND_ONLY
 
 
+def least_recompute_solvers(backend) -> tuple[str | None, ...]:
+    """The solvers whose plans the backend promises recompute the least: its default
+    (``None``) when it promises that, then its exact solvers; empty when it promises none."""
+    promise = promise_of(backend)
+    return ((None,) if promise.least_recompute else ()) + promise.exact_solvers
+
+
+#: the skip of a property that needs an exact solver, for a backend that promises none
+NO_EXACT_SOLVER = ("backend {name!r} promises no exact solver (partition_promise."
+                   "least_recompute is False, exact_solvers empty)")
+
+
 def bound_bytes(min_bytes: int, max_bytes: int, budget: float) -> int:
     """``floor(min + budget x (max - min) + 1e-9 x (max - min))``; ``max < min`` is an
     error, never hidden behind ``max(min, max)``."""
