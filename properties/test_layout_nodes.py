@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, reject
 from hypothesis import strategies as st
 from torch import fx, nn
 
@@ -211,12 +211,25 @@ def check_nodes(record, planned: LayoutPlanned, run: _Rewritten, where: str) -> 
             f"{n.name}: {m} ({where})"))
 
 
+def _meets_the_open_stride_bug(gm: torch.fx.GraphModule) -> bool:
+    """A conv to one channel and a ``cat`` in one graph: torch's fake tensors give ``relu`` of a
+    one-channel channels-last value other strides than eager, and ``cat`` then another
+    layout (findings: Layout). refimpl's pass inherits that on graphs without example
+    values; the strict xfail ``tests/test_layout_pass.py::test_a_one_channel_conv_of_a_
+    channels_last_input_then_cat_keeps_eager_strides`` holds it until it is fixed."""
+    one_channel = any(isinstance(m, torch.nn.Conv2d) and m.out_channels == 1
+                      for m in gm.modules())
+    return one_channel and any(n.target in (torch.cat, torch.concat) for n in gm.graph.nodes)
+
+
 @given(case=node_cases(), device=devices())
 def test_every_node_is_laid_out_as_the_rule_plans(refimpl_backend, case, device):
     """The property docstring's three checks on one drawn graph."""
     if provided_by(refimpl_backend, "layout") == "layout_compiler":
         pytest.skip("a layout compiler gives no FX graph whose values could be read")
     what, module, x, gm = case
+    if _meets_the_open_stride_bug(gm):
+        reject()
     module, x = module.to(device), x.to(device)
     inputs = [x]
     record = eager_nodes(gm, copies(inputs))

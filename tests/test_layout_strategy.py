@@ -33,6 +33,8 @@ def test_generated_nets_are_valid(spec):
         if layer.kind == "conv":
             assert channels % layer.groups == 0 and layer.out_channels % layer.groups == 0
             channels = layer.out_channels
+        elif layer.kind == "cat":  # a value with itself along channels
+            channels *= 2
     with torch.no_grad():
         out = spec.build().eval()(spec.example_input())
     if spec.extra_output:
