@@ -10,7 +10,9 @@ process to process, so collection refuses one, naming the test.
 Tests of the harness's own machinery (the fuzz campaign, the command line's files, the docs
 build, the GPU scripts' plumbing) are marked ``harness``: they exercise pure Python around
 torch and give the same answer on every torch release, so CI runs them on the default release
-only and the other releases run ``-m "not harness"``.
+only. The target properties (every test of ``properties/``: each takes the backend under test)
+are marked ``target``: on the other releases CI runs them once, in ``refimpl fuzz``, whose
+report the reach tests read, so the test command there is ``-m "not harness and not target"``.
 
 The property suite sits at the top level (``properties/``) and installs as
 ``refimpl.properties`` (setup.cfg's ``package_dir``). pytest would name a file of it by its
@@ -102,3 +104,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         name = Path(str(item.path)).name
         if any(fnmatch.fnmatch(name, pattern) for pattern in HARNESS_FILES):
             item.add_marker(pytest.mark.harness)
+        if Path(str(item.path)).parent == SUITE:
+            item.add_marker(pytest.mark.target)

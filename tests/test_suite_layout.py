@@ -132,3 +132,21 @@ def test_a_stray_folder_shadowing_the_suite_is_named(monkeypatch, tmp_path):
     with pytest.raises(ImportError, match="stray folder") as raised:
         default_properties_dir()
     assert str(stray) in str(raised.value)
+
+
+def _collected(*args: str) -> list[str]:
+    """The node ids ``pytest --collect-only`` finds in this checkout for ``args``."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_the_release_selection_leaves_every_target_property_to_the_fuzz():
+    """CI's other releases run ``-m "not harness and not target"`` after their
+    ``refimpl fuzz``: every test of the suite carries ``target`` (so none runs twice there),
+    and the tests beside it do not (so none is lost)."""
+    suite_file, other_file = "properties/test_cse.py", "tests/test_suite_layout.py"
+    target = _collected(suite_file, other_file, "-m", "target")
+    rest = _collected(suite_file, other_file, "-m", "not harness and not target")
+    assert target and all(nodeid.startswith("properties/") for nodeid in target), target
+    assert rest and all(nodeid.startswith("tests/") for nodeid in rest), rest
