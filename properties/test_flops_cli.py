@@ -4,7 +4,9 @@ The command (``refimpl.flops.cli``: its argument checks, the model builders of
 ``refimpl.flops.models``, the count and the three formats of ``refimpl.flops.summary``) is
 a user's view of a counter: a wrong figure there is a wrong figure, whichever layer made it.
 Each example draws a valid invocation (:mod:`refimpl.strategies.flop_cli`: refimpl's
-``mlp`` and ``transformer``, or a factory found as a user's own is, with its input shape and
+``mlp`` and ``transformer``, a ``torchvision:`` model of a stand-in torchvision (its model
+registry alone, so the path runs whether or not torchvision is installed), or a factory
+found as a user's own is, with its input shape and
 dtype, on the CPU or, for a 2.2-TFLOP Linear, the meta device; a depth; forward, or a
 training step's backward with or without the input's gradient; table, JSON or CSV, on
 stdout or to ``--output``), runs ``cli.run`` with the backend's ``flop_counter`` and reads
@@ -17,8 +19,11 @@ no uncounted op. A few runs are made every time, as explicit examples
 device, a training step as CSV to a file, a bfloat16 backward as JSON).
 
 A refused invocation (:data:`refimpl.strategies.flop_cli.REFUSALS`, each of them every
-time, then drawn ones) must exit 2 with one line on stderr naming the argument, and print
-nothing else.
+time, then drawn ones, among them torchvision missing or built for another torch under a
+drawn torch version string, faked while the command runs) must exit 2 with one line on
+stderr naming the argument, and print nothing else; where a refusal gives advice (the pip
+command installing the torchvision that pairs with that torch,
+:func:`refimpl.expect.flops_cli.torchvision_pip`), the line ends with it.
 
 The human-readable figures are checked at and around every power of 1000 where their prefix
 changes (:func:`refimpl.strategies.flop_cli.boundary_widths`: meta-device Linears whose
@@ -59,6 +64,7 @@ from refimpl.strategies.flop_cli import (
     Invocation,
     Refusal,
     boundary_widths,
+    environment,
     has,
     invocations,
     refusals,
@@ -124,8 +130,7 @@ def _expected(call: Invocation) -> tuple[ExpectedReport, str]:
 
 def _check_json(call, text, want: ExpectedReport, root: str) -> None:
     data = json.loads(text)
-    kind = "factory" if call.factory else "builtin"
-    assert data["model"] == {"spec": call.model, "class": root, "kind": kind}
+    assert data["model"] == {"spec": call.model, "class": root, "kind": call.kind}
     assert data["inputs"] == [{"shape": [call.batch, *call.sample], "dtype": call.dtype,
                                "device": call.device}]
     assert data["passes"] == ["forward", "backward"][:1 + call.backward]
@@ -206,7 +211,8 @@ def test_flops_command_reports_the_hand_count(refimpl_backend, call: Invocation)
     reach(call.fmt == "table" or call.to_file)
     with tempfile.TemporaryDirectory() as folder:
         output = str(Path(folder) / "flops.out") if call.to_file else None
-        status, out, err = run_cli(refimpl_backend, call.argv(output))
+        with environment(call.environment):
+            status, out, err = run_cli(refimpl_backend, call.argv(output))
         written = Path(output).read_text() if output and Path(output).exists() else None
     assert (status, err) == (0, ""), f"{refimpl_backend.name}: {call!r}: exit {status}: {err}"
     if call.to_file:
@@ -230,7 +236,8 @@ def test_flops_command_refuses_what_it_cannot_count(refimpl_backend, refusal: Re
     """A bad argument or a model that cannot be built or run: exit 2, nothing on stdout,
     one line on stderr naming the argument."""
     reach(refusal.stage == "model")
-    status, out, err = run_cli(refimpl_backend, list(refusal.argv))
+    with environment(refusal.environment):
+        status, out, err = run_cli(refimpl_backend, list(refusal.argv))
     lines = err.splitlines()
     assert (status, out) == (2, ""), (
         f"{refimpl_backend.name}: refimpl flops {' '.join(refusal.argv)}: exit {status}, "
@@ -239,6 +246,7 @@ def test_flops_command_refuses_what_it_cannot_count(refimpl_backend, refusal: Re
         f"refimpl flops {' '.join(refusal.argv)}: stderr {err!r}, expected one line naming "
         f"{refusal.names!r}")
     assert refusal.says in lines[0], f"{lines[0]!r} does not say {refusal.says!r}"
+    assert lines[0].endswith(refusal.ends), f"{lines[0]!r} does not end with {refusal.ends!r}"
 
 
 

@@ -3,7 +3,8 @@
 
 Each example draws a program of matrix products on the meta device, run outside every
 module and inside nested modules (:mod:`refimpl.strategies.flop_trees`; sizes on a log
-scale, so the table's unit ranges from none to T, and some products of 0 FLOPs), and the
+scale, so the table's unit ranges from none to T, and some products of 0 FLOPs; every edge
+where the unit changes, past T included, and 2 below it, is also run every time), and the
 counter's options: ``depth`` (None or 0-4), ``display``, ``mods`` (none, the first root
 module, or the list of every root: torch's constructor ignores it, and so must the counts),
 whether the same counter object runs the program twice in two ``with`` blocks (the counts
@@ -34,13 +35,18 @@ import io
 import warnings
 from contextlib import redirect_stdout
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from refimpl.expect.flop_table import expected_rows, program_counts, table_rows
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
-from refimpl.strategies.flop_trees import TableProgram, table_programs
+from refimpl.strategies.flop_trees import (
+    UNIT_EDGES,
+    TableProgram,
+    table_programs,
+    unit_edge_program,
+)
 
 DEPTHS = st.one_of(st.none(), st.integers(0, 4))
 
@@ -64,8 +70,18 @@ def _read(text: str, what: str) -> list:
     return rows
 
 
+def _on_every_unit_edge(test):
+    """Every unit edge (and 2 below it) as an explicit example, every time: the table's unit
+    at each edge, past T included, and the plain count below 10."""
+    for edge in UNIT_EDGES:
+        for below in (False, True):
+            test = example(unit_edge_program(edge, below), None, 1, True, "none", False)(test)
+    return test
+
+
 @given(table_programs(), DEPTHS, DEPTHS, st.booleans(),
        st.sampled_from(["none", "module", "list"]), st.booleans())
+@_on_every_unit_edge
 def test_table_shows_the_hand_count(refimpl_backend, program: TableProgram, depth,
                                     table_depth, display, mods, reuse):
     expected = program_counts(program)

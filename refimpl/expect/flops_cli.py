@@ -15,6 +15,13 @@ significant digits (as Python's ``.3g`` rounds the quotient): the smallest prefi
 those digits print without an exponent, i.e. below 1000 of it (999,499 is ``999 K``, 999,999
 rounds to ``1 M``, never ``1e+03 K``); below 1000 the plain number; from 1000 T on, whole
 T with thousands separators (``1,000 T``: there is no larger prefix).
+
+A torchvision that is missing or does not load is answered with the pip command that installs
+the release pairing with the running torch (:func:`torchvision_pip`): torchvision 0.N pairs
+with torch 2.(N - 15) (torchvision's README table: 0.15 with 2.0, 0.28 with 2.13); a CPU build
+of torch (local version ``+cpu``) takes the CPU wheel from PyTorch's own index, since PyPI's
+torchvision wheels pull in a CUDA torch; ``--no-deps`` keeps the installed torch either way.
+No pairing is known outside torch 2.
 """
 
 from __future__ import annotations
@@ -62,6 +69,21 @@ def human(number: int, unit: str) -> str:
         if "e" not in digits:
             return f"{digits} {prefix}{unit}"
     return f"{number / 10**12:,.0f} T{unit}"
+
+
+#: PyTorch's own index of CPU wheels.
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def torchvision_pip(torch_version: str) -> str | None:
+    """The pip command installing the torchvision that pairs with ``torch_version`` (module
+    docstring), or None when no pairing is known (not a torch 2 release)."""
+    release, _, local = torch_version.partition("+")
+    major, minor = release.split(".")[:2]
+    if major != "2":
+        return None
+    command = f"pip install --no-deps 'torchvision==0.{int(minor) + 15}.*'"
+    return f"{command} --index-url {CPU_INDEX}" if local == "cpu" else command
 
 
 def _block_attention(block: nn.Module, x: torch.Tensor, backward: bool) -> int:

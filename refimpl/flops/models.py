@@ -68,7 +68,8 @@ def input_arguments(args: argparse.Namespace) -> str:
     """The arguments that chose the input, as the user typed them (for error messages)."""
     if is_factory(args.model):
         return f"--input-shape {args.input_shape} --dtype {args.dtype}"
-    return f"MODEL={args.model} --batch-size {args.batch_size}"
+    tokens = f" --seq-len {args.seq_len}" if args.model.startswith("hf:") else ""
+    return f"MODEL={args.model} --batch-size {args.batch_size}{tokens}"
 
 
 def _load(spec: str):

@@ -9,21 +9,37 @@ device: 2.2 TFLOPs, counted from shapes alone). :func:`boundary_widths` sizes me
 whose FLOPs, MACs and parameters land at and around every power of 1000 the human-readable
 figures change prefix at (``sized_on_meta_<WIDTH>``: a factory for any width).
 
-A refused invocation is one of :data:`REFUSALS`: argv and the argument its one-line error
+``torchvision:NAME`` models are counted in a stand-in torchvision (:func:`environment`: a
+module holding only torchvision's model registry, ``models.list_models`` and
+``models.get_model``, over :data:`TORCHVISION_MODELS`), so the path runs whether or not the
+real one is installed.
+
+A refused invocation is one of :data:`REFUSALS`, or a missing or broken torchvision under a
+drawn torch version (:func:`torchvision_refusal`): argv and the argument its one-line error
 must name, each the way a user gets it wrong (an option out of range, an option the MODEL
-does not take, a factory that cannot be loaded or called, a forward that cannot run).
+does not take, a factory that cannot be loaded or called, a forward that cannot run, a
+package missing or built for another torch). A refusal's ``environment`` is faked while it
+runs (:func:`environment`): the torch version string, an import that fails, the stand-in
+torchvision; only the ``sys.modules`` entry it names is restored after, never the whole table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib.abc
 import importlib.util
 import sys
+import types
+from collections.abc import Iterator
 from dataclasses import dataclass
+from unittest import mock
 
 import torch
 from hypothesis import strategies as st
 from torch import nn
+
+from refimpl.expect.flops_cli import torchvision_pip
 
 HERE = "refimpl.strategies.flop_cli"
 #: one sample's shape for refimpl's models, as `refimpl flops --help` states them.
@@ -149,6 +165,107 @@ def has(package: str) -> bool:
     return importlib.util.find_spec(package) is not None
 
 
+def tiny_conv() -> nn.Module:
+    """A strided 5x5 convolution (224 -> 28 pixels), then a nested Linear over the flattened
+    map: a classification model of the stand-in torchvision."""
+    return nn.Sequential(nn.Conv2d(3, 2, 5, stride=8), nn.ReLU(), nn.Flatten(),
+                         nn.Sequential(nn.Linear(2 * 28 * 28, 4)))
+
+
+def tiny_patches() -> nn.Module:
+    """A 16x16 patch embedding without bias (224 -> 14 patches a side), then a Linear over
+    each row of patches: a classification model of the stand-in torchvision."""
+    return nn.Sequential(nn.Conv2d(3, 4, 16, stride=16, bias=False), nn.Linear(14, 3))
+
+
+#: the stand-in torchvision's models, by name: each takes [B, 3, 224, 224] as torchvision's do.
+TORCHVISION_MODELS = {"tiny_conv": tiny_conv, "tiny_patches": tiny_patches}
+
+
+def _stand_in_torchvision() -> types.ModuleType:
+    """A ``torchvision`` whose ``models`` has the registry calls refimpl makes:
+    ``list_models(module=)`` (sorted names) and ``get_model(name, weights=None)``."""
+    def get_model(name: str, weights=None) -> nn.Module:
+        if weights is not None:
+            raise ValueError(f"the stand-in torchvision has no weights, got {weights!r}")
+        return TORCHVISION_MODELS[name]()
+
+    models = types.ModuleType("torchvision.models")
+    models.list_models = lambda module=None, **_: sorted(TORCHVISION_MODELS)
+    models.get_model = get_model
+    vision = types.ModuleType("torchvision")
+    vision.models = models
+    return vision
+
+
+@contextlib.contextmanager
+def _module_entry(name: str, module: types.ModuleType | None) -> Iterator[None]:
+    """``sys.modules[name]`` is ``module`` inside (absent for None); that entry alone is
+    restored after."""
+    absent = object()
+    before = sys.modules.pop(name, absent)
+    if module is not None:
+        sys.modules[name] = module
+    try:
+        yield
+    finally:
+        sys.modules.pop(name, None)
+        if before is not absent:
+            sys.modules[name] = before
+
+
+class _FailingImport(importlib.abc.MetaPathFinder):
+    """A finder, first on ``sys.meta_path``, whose search for ``name`` raises ``error``."""
+
+    def __init__(self, name: str, error: type[Exception], message: str) -> None:
+        self.name, self.error, self.message = name, error, message
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == self.name:
+            raise self.error(self.message)
+        return None
+
+
+#: what ``import NAME`` raises for a package missing, or built for another torch (its
+#: operators do not load).
+IMPORT_FAILURES = {
+    "missing": (ModuleNotFoundError, "No module named '{name}'"),
+    "broken": (RuntimeError, "operator {name}::nms does not exist"),
+}
+
+
+@contextlib.contextmanager
+def _import_fails(how: str, name: str) -> Iterator[None]:
+    error, message = IMPORT_FAILURES[how]
+    finder = _FailingImport(name, error, message.format(name=name))
+    with _module_entry(name, None):
+        sys.meta_path.insert(0, finder)
+        try:
+            yield
+        finally:
+            sys.meta_path.remove(finder)
+
+
+def _fake(kind: str, value: str):
+    """One faked part of the environment: ("torch", VERSION) sets ``torch.__version__``;
+    ("missing" or "broken", PACKAGE) makes its import fail; ("installed", "torchvision")
+    puts the stand-in torchvision in place."""
+    if kind == "torch":
+        return mock.patch.object(torch, "__version__", value)
+    if kind == "installed":
+        return _module_entry(value, _stand_in_torchvision())
+    return _import_fails(kind, value)
+
+
+@contextlib.contextmanager
+def environment(parts: tuple[tuple[str, str], ...]) -> Iterator[None]:
+    """Every part of ``parts`` faked (:func:`_fake`) inside the block."""
+    with contextlib.ExitStack() as stack:
+        for kind, value in parts:
+            stack.enter_context(_fake(kind, value))
+        yield
+
+
 @dataclass(frozen=True)
 class Invocation:
     """A valid ``refimpl flops`` command line and what it runs."""
@@ -177,11 +294,25 @@ class Invocation:
         argv += ["--backward"] * self.backward + ["--input-grad"] * self.input_grad
         return argv + (["--output", output] if output else [])
 
+    @property
+    def kind(self) -> str:
+        """The report's ``model.kind``: factory, torchvision or builtin."""
+        if self.factory:
+            return "factory"
+        return "torchvision" if self.model.startswith(TORCHVISION) else "builtin"
+
+    @property
+    def environment(self) -> tuple[tuple[str, str], ...]:
+        """What :func:`environment` fakes for the run: the stand-in torchvision, if used."""
+        return (("installed", "torchvision"),) if self.kind == "torchvision" else ()
+
     def build(self) -> tuple[nn.Module, torch.Tensor]:
         """The model and an input of the invocation's shape and dtype, built apart."""
         from refimpl.models import MODELS
 
         factory = getattr(sys.modules[__name__], self.factory) if self.factory else None
+        if self.kind == "torchvision":
+            factory = TORCHVISION_MODELS[self.model.removeprefix(TORCHVISION)]
         model = factory() if factory else MODELS[self.model]()
         dtype = getattr(torch, self.dtype)
         shape = (self.batch, *self.sample)
@@ -193,12 +324,14 @@ class Invocation:
 
 
 FACTORIES = ("linear_stack", "conv_net", "token_model", "huge_on_meta")
+TORCHVISION = "torchvision:"
 
 
 @st.composite
 def invocations(draw: st.DrawFn) -> Invocation:
     """A valid invocation: the model, its input, depth, passes, format and destination."""
-    source = draw(st.sampled_from(("mlp", "transformer", *FACTORIES)))
+    vision = tuple(TORCHVISION + name for name in TORCHVISION_MODELS)
+    source = draw(st.sampled_from(("mlp", "transformer", *vision, *FACTORIES)))
     factory = source if source in FACTORIES else None
     batch = draw(st.integers(1, 3))
     dtype, device = "float32", "cpu"
@@ -211,6 +344,8 @@ def invocations(draw: st.DrawFn) -> Invocation:
         sample, dtype = (draw(st.integers(1, 4)),), draw(st.sampled_from(["int64", "int32"]))
     elif source == "huge_on_meta":
         sample, batch, device = (HUGE,), 1, "meta"
+    elif source in vision:
+        sample = (3, 224, 224)
     else:
         sample = BUILTIN_SHAPES[source]
         batch = 1 if source == "transformer" else batch
@@ -266,13 +401,16 @@ EXPLICIT = (
 @dataclass(frozen=True)
 class Refusal:
     """A command line ``refimpl flops`` must refuse: exit 2, one line on stderr that starts by
-    naming ``names`` and says ``says``. ``stage``: "arguments" (refused before anything is
-    built) or "model" (refused while building or running MODEL)."""
+    naming ``names``, says ``says`` and ends with ``ends``. ``stage``: "arguments" (refused
+    before anything is built) or "model" (refused while building or running MODEL).
+    ``environment``: the parts faked while it runs (:func:`environment`)."""
 
     argv: tuple[str, ...]
     names: str
     says: str
     stage: str
+    environment: tuple[tuple[str, str], ...] = ()
+    ends: str = ""
 
 
 def _torch_minor() -> tuple[int, int]:
@@ -292,6 +430,31 @@ def _torchvision_refusal() -> Refusal:
     if torch.__version__.endswith("+cpu"):  # PyPI has no CPU torchvision: PyTorch's index
         pinned = f"{pinned}' --index-url https://download.pytorch.org/whl/cpu"
     return Refusal(("torchvision:resnet18",), "MODEL=torchvision:resnet18", pinned, "model")
+
+
+def torchvision_refusal(version: str, how: str) -> Refusal:
+    """``refimpl flops torchvision:resnet18`` under torch ``version`` with torchvision
+    ``how`` ("missing" or "broken"): the error names the model and what failed, and ends with
+    the pip command of :func:`refimpl.expect.flops_cli.torchvision_pip`; where no torchvision
+    pairs with that torch, it says so."""
+    error, message = IMPORT_FAILURES[how]
+    failure = message.format(name="torchvision")
+    names = {"missing": "MODEL=torchvision:resnet18 needs torchvision, which is not installed "
+                        f"({failure})",
+             "broken": "MODEL=torchvision:resnet18: the installed torchvision does not work "
+                       f"with torch {version} ({error.__name__}: {failure})"}[how]
+    pip = torchvision_pip(version)
+    says = pip or f"no torchvision release is known to pair with torch {version}"
+    return Refusal(("torchvision:resnet18",), names, says, "model",
+                   (("torch", version), (how, "torchvision")), ends=pip or "")
+
+
+@st.composite
+def torch_versions(draw: st.DrawFn) -> str:
+    """A torch version string: release 1.x to 3.x, and a local build (none, CPU, CUDA, ROCm)."""
+    release = ".".join(str(draw(st.integers(low, high))) for low, high in ((1, 3), (0, 20), (0, 3)))
+    local = draw(st.sampled_from(["", "+cpu", "+cu126", "+rocm6.3"]))
+    return release + local
 
 
 def _hf_refusal() -> Refusal:
@@ -363,14 +526,33 @@ REFUSALS = (
             "model"),
     _torchvision_refusal(),
     _hf_refusal(),
+    # torchvision missing or broken under each kind of torch build (more are drawn)
+    torchvision_refusal("2.13.0+cpu", "missing"),
+    torchvision_refusal("2.10.1", "missing"),
+    torchvision_refusal("2.14.1+cu126", "broken"),
+    torchvision_refusal("3.0.0", "missing"),
+    torchvision_refusal("1.13.1+cpu", "broken"),
+    # the stand-in torchvision: a name it does not hold is refused, its models listed
+    Refusal(("torchvision:no_such_net",), "MODEL=torchvision:no_such_net: not a torchvision "
+            "classification model", "one of", "model", (("installed", "torchvision"),),
+            ends=f"one of: {', '.join(sorted(TORCHVISION_MODELS))}"),
+    Refusal(("hf:bert",), "MODEL=hf:bert needs transformers, which is not installed "
+            "(No module named 'transformers')", "pip install", "model",
+            (("missing", "transformers"),), ends="pip install 'refimpl[transformers]'"),
 )
+if has("transformers"):  # GPT-2 holds 1024 positions: the forward fails on more tokens
+    REFUSALS += (Refusal(("hf:gpt2", "--layers", "1", "--seq-len", "1025"),
+                         "MODEL=hf:gpt2 --batch-size 1 --seq-len 1025: the forward of "
+                         "MODEL=hf:gpt2 raised", "Error", "model"),)
 if not torch.cuda.is_available():  # a CUDA device asked for where there is none
     REFUSALS += (Refusal(("mlp", "--device", "cuda"), "--device='cuda'", "sees no CUDA",
                          "arguments"),)
 
 
 def refusals() -> st.SearchStrategy[Refusal]:
-    """One of :data:`REFUSALS`; half the draws among those refused while the model is built
-    or run (the user's code under the counter), the other half among all."""
+    """One of :data:`REFUSALS` or a missing or broken torchvision under a drawn torch version
+    (:func:`torchvision_refusal`); a third of the draws among those refused while the model
+    is built or run (the user's code under the counter), a third among all."""
     model_stage = [r for r in REFUSALS if r.stage == "model"]
-    return st.one_of(st.sampled_from(model_stage), st.sampled_from(REFUSALS))
+    drawn = st.builds(torchvision_refusal, torch_versions(), st.sampled_from(sorted(IMPORT_FAILURES)))
+    return st.one_of(st.sampled_from(model_stage), st.sampled_from(REFUSALS), drawn)

@@ -31,7 +31,9 @@ before and after their children. Products run on the meta device, so their sizes
 nothing: a program draws a scale ``s`` (0-16) and each size on a log scale between
 ``2**(s-3)`` and ``2**s`` (a ``bmm``'s batch near ``2**(s // 2)``), so the global total
 spans every unit of the table (none, thousands, ... trillions); one product in ten has an
-empty inner dimension (0 FLOPs: a row of 0).
+empty inner dimension (0 FLOPs: a row of 0). One program in four is a single product whose
+global total lies on the edge where the table's unit changes (``10 * 1000**p`` FLOPs, p = 0
+to 5, past T) or 2 below it.
 
 Names, as a counter reports them: a root is named by its class (roots have distinct class
 names drawn from :data:`ROOT_NAMES`), a child by its parent's name and its attribute name
@@ -48,9 +50,9 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 from torch import nn
 
-__all__ = ["CHILD_NAMES", "MAT_OPS", "ROOT_NAMES", "RUN_MODES", "TREE_FAMILIES", "Block",
-           "LeafSpec", "MatCall", "ModuleTree", "Stage", "StageModule", "TableProgram",
-           "TreeSpec", "module_trees", "table_programs"]
+__all__ = ["CHILD_NAMES", "MAT_OPS", "ROOT_NAMES", "RUN_MODES", "TREE_FAMILIES", "UNIT_EDGES",
+           "Block", "LeafSpec", "MatCall", "ModuleTree", "Stage", "StageModule", "TableProgram",
+           "TreeSpec", "module_trees", "table_programs", "unit_edge_program"]
 
 #: the leaf families a tree draws from (one FLOP-table family each; docs/features.md).
 TREE_FAMILIES = ("linear", "mm", "addmm", "bmm", "baddbmm", "matmul_broadcast", "matmul_1d",
@@ -430,10 +432,25 @@ def _stage(draw: st.DrawFn, name: str, level: int, scale: int, least: int = 0) -
     return Stage(name, before, children, _calls(draw, scale))
 
 
+#: the table's units change where the global total reaches 10 * 1000**p (two digits before
+#: the point); p = 5 is past T, the largest unit.
+UNIT_EDGES = tuple(10 * 1000**p for p in range(6))
+
+
+def unit_edge_program(edge: int, below: bool) -> TableProgram:
+    """One ``mm`` ``[m, 1] x [1, 1]`` in a root ``Net``: a global total of ``edge`` FLOPs, or
+    2 below it (``below``), where the table's unit changes (:data:`UNIT_EDGES`)."""
+    total = edge - 2 if below else edge
+    return TableProgram((), (Stage("Net", (MatCall("mm", 1, total // 2, 1, 1),), (), ()),))
+
+
 @st.composite
 def table_programs(draw: st.DrawFn) -> TableProgram:
     """A :class:`TableProgram` (module docstring); the first root runs at least one
-    product, so the counts are never empty."""
+    product, so the counts are never empty. One program in four puts the global total on a
+    unit's edge or 2 below it (:func:`unit_edge_program`)."""
+    if draw(st.integers(0, 3)) == 0:
+        return unit_edge_program(draw(st.sampled_from(UNIT_EDGES)), draw(st.booleans()))
     scale = draw(st.integers(0, 16))
     outside = _calls(draw, scale)
     names = draw(st.lists(st.sampled_from(ROOT_NAMES), unique=True, min_size=1, max_size=2))
