@@ -133,8 +133,7 @@ def _factory_model(args: argparse.Namespace):
     if not isinstance(factory, torch.nn.Module) and not callable(factory):
         raise ModelError(f"MODEL={args.model}: expected an nn.Module or a factory returning "
                          f"one, got {type(factory).__name__}")
-    model = factory if isinstance(factory, torch.nn.Module) else _call_factory(args.model,
-                                                                               factory)
+    model = factory if isinstance(factory, torch.nn.Module) else _call_factory(args.model, factory)
     if not isinstance(model, torch.nn.Module):
         raise ModelError(f"MODEL={args.model}: expected a factory returning an nn.Module, got "
                          f"{type(model).__name__}")
