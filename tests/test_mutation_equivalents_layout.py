@@ -450,3 +450,22 @@ def test_whether_a_placeholder_is_opaque_changes_no_plan(spec):
                           if f.op == "placeholder" else f for f in facts])
              for opaque in (False, True)]
     assert plans[0] == plans[1] == plan_layout(facts)
+
+
+def test_call_function_and_call_method_are_the_least_node_ops():
+    """``refimpl/layout/ops.py:59 core/ReplaceComparisonOperator_Eq_LtE 0``
+    (``node.op == "call_function"`` -> ``<=``) and ``ops.py:66 ... Eq_LtE 2``
+    (``node.op == "call_method"`` -> ``<=``, reached only when the first test failed), seed
+    2864908393. Exhaustive over torch.fx's node ops (``torch.fx.node._legal_ops``, plus
+    ``root``): ``"call_function"`` is the least of them, so ``<=`` holds for it alone; once it
+    is set aside, ``"call_method"`` is the least of the rest. So ``op_kind`` takes the same
+    branch under both versions for every node op."""
+    from torch.fx import node as fx_node
+
+    node_ops = set(fx_node._legal_ops)
+    assert {"placeholder", "call_function", "call_method", "call_module", "get_attr",
+            "output"} <= node_ops
+    for op in node_ops:
+        assert (op <= "call_function") == (op == "call_function"), op
+        if op != "call_function":
+            assert (op <= "call_method") == (op == "call_method"), op

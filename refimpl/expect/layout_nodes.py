@@ -43,8 +43,8 @@ import torch.nn.functional as F
 from torch import fx, nn
 from torch.utils._pytree import tree_leaves
 
-__all__ = ["EagerNode", "LayoutPlanned", "eager_nodes", "layout_strides", "node_family",
-           "planned_layout"]
+__all__ = ["EagerNode", "LayoutPlanned", "alias_roots", "eager_nodes", "layout_strides",
+           "node_family", "planned_layout"]
 
 CONV, AGNOSTIC, IN_PLACE = "conv", "layout-agnostic", "in place"
 
@@ -179,6 +179,13 @@ class LayoutPlanned:
     restored_at_definition: int = 0  # step 2
     restored_before: int = 0        # step 3, before a consumer
     restored_outputs: int = 0       # step 3, once per output alias class
+    #: the same conversions by name: convs whose input is converted (step 4), nodes restored
+    #: at definition (step 2), (value, consumer) restored before a consumer and output
+    #: value -> the root of its alias class (step 3)
+    convert_names: list[str] = field(default_factory=list)
+    restore_at_definition_names: list[str] = field(default_factory=list)
+    restore_before_names: list[tuple[str, str]] = field(default_factory=list)
+    restore_output_roots: dict[str, str] = field(default_factory=dict)
 
     @property
     def conversions(self) -> int:
@@ -186,7 +193,7 @@ class LayoutPlanned:
                 + self.restored_outputs)
 
 
-def _alias_roots(record: list[EagerNode]) -> dict[str, str]:
+def alias_roots(record: list[EagerNode]) -> dict[str, str]:
     """node -> the earliest node whose value shares its storage (tensor nodes only)."""
     first_of: dict[int, str] = {}
     return {n.name: first_of.setdefault(n.storage[0], n.name) for n in record
@@ -237,27 +244,32 @@ def _undetermined(node: EagerNode, by_name: dict, seen: set[str], undetermined: 
 
 def planned_layout(record: list[EagerNode]) -> LayoutPlanned:
     """The rule of the module docstring, on :func:`eager_nodes`' record of a graph."""
-    roots = _alias_roots(record)
+    roots = alias_roots(record)
     plain = _plain_roots(record, roots)
     by_name = {n.name: n for n in record}
     planned = LayoutPlanned([])
     seen: set[str] = set()
     for node in record:
         if node.op == "output":
-            classes = {roots[i] for i in node.tensor_inputs if i in seen}
-            planned.restored_outputs = len(classes)
+            planned.restore_output_roots = {i: roots[i] for i in node.tensor_inputs
+                                            if i in seen}
+            planned.restored_outputs = len(set(planned.restore_output_roots.values()))
             continue
         if not _computes_channels_last(node, seen):
-            planned.restored_before += len({i for i in node.tensor_inputs if i in seen})
+            restored = [i for i in dict.fromkeys(node.tensor_inputs) if i in seen]
+            planned.restore_before_names += [(i, node.name) for i in restored]
+            planned.restored_before += len(restored)
             continue
         planned.channels_last.append(node.name)
         if _undetermined(node, by_name, seen, planned.undetermined):
             planned.undetermined.append(node.name)
         if node.family == CONV and node.first_input not in seen:
+            planned.convert_names.append(node.name)
             planned.to_channels_last += 1
         if roots[node.name] in plain:
             seen.add(node.name)
         else:
+            planned.restore_at_definition_names.append(node.name)
             planned.restored_at_definition += 1
     return planned
 

@@ -24,7 +24,13 @@ from typing import Any
 from torch import fx
 
 from refimpl.layout.decision import ConvSite, LayoutDecision, decide
-from refimpl.layout.facts import conv_sites, example_values, infer_is_inference, node_facts
+from refimpl.layout.facts import (
+    NodeFact,
+    conv_sites,
+    example_values,
+    infer_is_inference,
+    node_facts,
+)
 from refimpl.layout.options import LayoutOptions
 from refimpl.layout.plan import LayoutPlan, plan_layout
 from refimpl.layout.rewrite import apply_plan, restore_strides, to_channels_last
@@ -38,10 +44,13 @@ __all__ = ["META_KEY", "ConvSite", "LayoutDecision", "LayoutOptions", "LayoutPla
 
 @dataclass(frozen=True)
 class LayoutResult:
-    """What the pass decided and did: the decision, and the plan (None when not converting)."""
+    """What the pass decided and did: the decision, and, when converting, the plain facts of
+    each node the plan was made from (:class:`~refimpl.layout.facts.NodeFact`, graph order)
+    and the plan (both None when not converting)."""
 
     decision: LayoutDecision
     plan: LayoutPlan | None
+    facts: tuple[NodeFact, ...] | None = None
 
 
 def _check(gm: Any, example_inputs: Any, options: Any) -> LayoutOptions:
@@ -75,10 +84,10 @@ def optimize_layout(gm: fx.GraphModule, example_inputs: list[Any],
     """
     options = _check(gm, example_inputs, options)
     decision = decide_layout(gm, example_inputs, options)
-    plan = None
+    plan, facts = None, None
     if decision.channels_last:
         facts = node_facts(gm, example_values(gm, list(example_inputs)))
         plan = plan_layout(facts)
         apply_plan(gm, facts, plan)
-    gm.meta[META_KEY] = LayoutResult(decision, plan)
+    gm.meta[META_KEY] = LayoutResult(decision, plan, tuple(facts) if facts else None)
     return gm

@@ -79,7 +79,7 @@ def node_facts(gm: fx.GraphModule, values: dict[str, Any]) -> list[NodeFact]:
     for node in gm.graph.nodes:
         value = values.get(node.name)
         tensor = value if isinstance(value, torch.Tensor) else None
-        storage = _storage(value) if node.op != "output" else None
+        storage = _storage(value)  # None for the output node: it has no example value
         root = roots.setdefault(storage, node.name) if storage is not None else None
         static = tensor is not None and _static(tensor)
         identity = root is not None and static and _same_view(tensor, values[root])
