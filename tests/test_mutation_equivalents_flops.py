@@ -248,3 +248,69 @@ def test_a_weight_of_lower_rank_than_the_input_is_refused_by_torch_first():
                 raise AssertionError(f"{device}: torch ran a rank-{rx} input with a rank-{rw} "
                                      "weight")
         assert counter.get_total_flops() == 0
+
+
+# ---- survivors of the first run of seed 2864908393 (tree f8792c0; keys on today's tree) -----
+
+def test_no_input_size_in_bytes_equals_the_storage_bound():
+    """models.py:117 (``numel * dtype.itemsize > MAX_STORAGE_BYTES`` to ``>=``): the two
+    differ only where the byte count equals the bound, 2**63 - 1, which is odd; every --dtype
+    the line can see has an even itemsize, so no element count reaches it. At the element
+    counts around the bound, both comparisons agree for every dtype."""
+    assert models.MAX_STORAGE_BYTES % 2 == 1
+    for name in models.DTYPES:
+        itemsize = getattr(torch, name).itemsize
+        assert itemsize % 2 == 0, name
+        edge = models.MAX_STORAGE_BYTES // itemsize
+        for numel in range(edge - 2, edge + 3):
+            size = numel * itemsize
+            assert (size > models.MAX_STORAGE_BYTES) == (size >= models.MAX_STORAGE_BYTES)
+
+
+def test_the_tag_rule_is_a_pure_function_of_the_packet():
+    """free_ops.py:127 (``@cache`` on ``_tag_category`` removed): the cache only remembers
+    results. Over every aten packet this torch registers, the uncached function gives the
+    cached one's answer, twice in a row (it reads nothing but the packet's overloads' tags)."""
+    uncached = free_ops._tag_category.__wrapped__
+    names = {op.split("::")[1].split(".")[0] for op in torch._C._dispatch_get_all_op_names()
+             if op.startswith("aten::")}
+    packets = [getattr(torch.ops.aten, name) for name in sorted(names)]
+    assert len(packets) > 1000
+    for packet in packets:
+        assert uncached(packet) == free_ops._tag_category(packet) == uncached(packet), packet
+
+
+def test_dispatched_ops_compare_equal_only_to_themselves():
+    """counter.py:211 (``func is torch.ops.higher_order.cond`` to ``==``): ``==`` falls back
+    to identity for what ``__torch_dispatch__`` receives. Neither OpOverload nor any higher-
+    order operator class of this torch defines ``__eq__``, so ``func == cond`` holds exactly
+    when ``func is cond``; checked over every registered higher-order operator and the aten
+    overloads of the first 200 packets."""
+    cond = torch.ops.higher_order.cond
+    hops = list(torch._ops._higher_order_ops.values())
+    overloads = []
+    for name in sorted(dir(torch.ops.aten))[:200]:
+        packet = getattr(torch.ops.aten, name)
+        if isinstance(packet, torch._ops.OpOverloadPacket):
+            overloads += [getattr(packet, o) for o in packet.overloads()]
+    assert cond in hops and len(overloads) > 100
+    for func in hops + overloads:
+        assert type(func).__eq__ is object.__eq__, type(func)
+        assert (func == cond) == (func is cond), func
+
+
+def test_a_module_is_never_active_a_negative_number_of_times():
+    """module_tracker.py:78 (``depth > 0`` to ``depth != 0``): the two differ only for a
+    negative depth. A depth moves only by ``_enter`` (+1) and ``_leave`` (-1 when above 0),
+    and a backward's end clears them all; over every sequence of up to 8 enters and leaves
+    the depth stays >= 0, and ``parents`` is the same under both comparisons."""
+    from refimpl.flops.module_tracker import ModuleTracker
+
+    for length in range(9):
+        for steps in itertools.product((True, False), repeat=length):
+            tracker = ModuleTracker()
+            for enter in steps:
+                (tracker._enter if enter else tracker._leave)("A")
+                depths = dict(tracker._active)
+                assert all(d >= 0 for d in depths.values()), steps
+                assert tracker.parents == {"Global", *(n for n, d in depths.items() if d != 0)}
