@@ -11,7 +11,8 @@ the original computes. Each shape is a class of aliasing a CSE must track:
   three tensor arguments, passed in any order;
 * views, writes and pure ops whose arguments are given by keyword;
 * a view of a view (``as_strided`` among them), written;
-* an ``out=`` argument, the base or a view of it.
+* an ``out=`` argument, the base or a view of it;
+* Python's ``x += y`` (``-=``, ``*=``, ``/=``) and ``x[0] = v``: they write ``x``, not ``y``.
 
 Reach: the graph holds two equal calls (a naive CSE would merge them), in every example.
 """
@@ -21,7 +22,8 @@ from __future__ import annotations
 from hypothesis import given
 
 from refimpl.expect.cse_soundness import naive_duplicates
-from refimpl.properties.cse_case_check import assert_sound, run_case
+from refimpl.oracle import skip_unless_takes
+from refimpl.properties.cse_case_check import assert_merged, assert_sound, run_case
 from refimpl.properties.reach import reach
 from refimpl.strategies.cse_cases import cse_cases
 
@@ -81,3 +83,15 @@ def test_an_inplace_view_op_separates_equal_views(refimpl_backend, case):
     """``v = y.t(); w = y.t(); v.t_(); cos(v) + cos(w)``: ``t_`` changes ``v``'s shape and
     strides, not ``w``'s, so the two equal views stay two (as in eager)."""
     _judged(refimpl_backend, case)
+
+
+@given(cse_cases(("python_writes",)))
+def test_python_assignments_write_their_target_only(refimpl_backend, case):
+    """``a = cos(t); x += y; b = cos(t)`` (or ``x[0] = 2.0``): for ``t = x``, ``a`` and ``b``
+    differ (sound: the judge); for ``t = y``, which the assignment reads but does not write,
+    ``b`` is ``a`` (expected merged). symbolic_trace graphs only."""
+    skip_unless_takes(refimpl_backend, "fx_graph_cse", ("torch",))
+    gm, new_graph = run_case(refimpl_backend, case)
+    reach(naive_duplicates(gm.graph) > 0)
+    assert_sound(refimpl_backend, case, gm, new_graph)
+    assert_merged(refimpl_backend, case, gm, new_graph)

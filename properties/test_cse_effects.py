@@ -5,7 +5,7 @@
   builtin ``max`` that writes its argument: never merged (symbolic_trace graphs only);
 * an attention kernel whose only randomness is its ``dropout_p``: two calls with
   ``dropout_p > 0`` are two draws, two with ``dropout_p == 0`` (``0``, ``0.0``, ``-0.0``,
-  by position or keyword) are one value and are merged;
+  by position or keyword, or left out: its default is 0.0) are one value and are merged;
 * a maybe-copy op (``reshape``, ``flatten``, ``contiguous``) twice, one result written, in
   an aten graph whose values were not all recorded (a pass added nodes without
   ``meta["val"]``): whether it copied is unknown, and the result must still be sound;
@@ -65,7 +65,8 @@ def test_python_calls_with_effects_are_never_merged(refimpl_backend, case):
 
 @given(cse_cases(("attention_dropout",)))
 def test_attention_is_random_exactly_when_its_dropout_is(refimpl_backend, case):
-    """Two equal attention calls: kept for ``dropout_p > 0``, merged for ``dropout_p == 0``."""
+    """Two equal attention calls: kept for ``dropout_p > 0``, merged for ``dropout_p == 0``
+    and for ``dropout_p`` left out."""
     _judged(refimpl_backend, case, merged=True)
 
 

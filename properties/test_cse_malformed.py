@@ -19,6 +19,11 @@ what is wrong), checked against what the generator broke (``MalformedCase.offenc
 A graph whose last node is not its output node (a node moved after it) is refused too, with
 an error (any type: torch's pass asserts) whose one-line message speaks of the output.
 
+A value that is not a graph at all (the ``GraphModule`` instead of its ``.graph``, the list of
+its nodes, None) is refused with the error Python gives a value of the wrong type
+(``TypeError``, or ``AttributeError`` where a pass reads ``.nodes`` of it), one line that
+names the type it was given.
+
 Reach: every example is a malformed graph.
 """
 
@@ -28,11 +33,22 @@ import itertools
 import re
 
 from hypothesis import given
+from hypothesis import strategies as st
 
 from refimpl.oracle import component
-from refimpl.oracle.blame import TargetError
+from refimpl.oracle.blame import TargetError, blamed
 from refimpl.properties.reach import reach
-from refimpl.strategies.cse_cases import MalformedCase, malformed_graphs, misplaced_outputs
+from refimpl.strategies.cse_cases import (
+    CORRUPTIBLE,
+    MalformedCase,
+    cse_cases,
+    malformed_graphs,
+    misplaced_outputs,
+)
+
+#: what a caller may pass instead of a graph, made from a traced GraphModule
+NOT_GRAPHS = {"graph module": lambda gm: gm, "list of nodes": lambda gm: list(gm.graph.nodes),
+              "None": lambda gm: None}
 
 #: how a message says that a node belongs to another graph
 OTHER_GRAPH = re.compile(r"\b(another|other|different|foreign) graph\b")
@@ -135,3 +151,30 @@ def test_a_graph_not_ending_with_its_output_is_refused(refimpl_backend, bad):
         raise AssertionError(
             f"{refimpl_backend.name} fx_graph_cse returned a graph for a graph whose last node "
             f"is not its output ({bad.offence()}), expected an error\n{_reproducer(bad)}")
+
+
+@given(cse_cases(CORRUPTIBLE), st.sampled_from(sorted(NOT_GRAPHS)))
+def test_a_value_that_is_not_a_graph_is_refused_naming_its_type(refimpl_backend, case, given):
+    """The GraphModule, its list of nodes, or None instead of a graph: a ``TypeError`` (or
+    ``AttributeError``), not a result; its one-line message names the type given."""
+    reach(True)
+    value = NOT_GRAPHS[given](case.traced())
+    reproduce = (f"reproduce with:\n  from refimpl.strategies.cse_cases import CseCase\n"
+                 f"  case = {case!r}\n  fx_graph_cse(<{given}>)")
+    component(refimpl_backend, "fx_graph_cse")  # skips, visibly, a backend without one
+    # called without component()'s input-kind filter: it reads a graph, and this is none
+    cse = blamed(refimpl_backend.name, "fx_graph_cse", refimpl_backend.fx_graph_cse)
+    try:
+        result = cse(value)
+    except TargetError as exc:
+        message = str(exc.__cause__)
+        assert isinstance(exc.__cause__, (TypeError, AttributeError)), (
+            f"{exc}, for a {given} given as the graph; expected a TypeError\n{reproduce}")
+        assert _names(message, type(value).__name__) and "\n" not in message.strip(), (
+            f"{refimpl_backend.name} fx_graph_cse refused a {given} given as the graph with "
+            f"a message that does not name {type(value).__name__!r} in one line: "
+            f"{message!r}\n{reproduce}")
+    else:
+        raise AssertionError(
+            f"{refimpl_backend.name} fx_graph_cse returned {type(result).__name__} for a "
+            f"{given} given as the graph, expected a TypeError\n{reproduce}")

@@ -600,3 +600,75 @@ def test_no_node_writes_or_reads_at_position_zero(spec, case):
     for write in positions:
         assert write != 0 and write != -1 and (write > 0) == (write > -1)
     assert all(max(read, 0) == max(read, -1) for read in range(1, 9))
+
+
+# --- shown after the first run of seed 2864908393 (keys on tree f8792c0; the lines have not
+# moved since) ---
+
+
+@functools.cache
+def _aten_twins() -> fx.Graph:
+    """The twin catalogue's aten entries that draw no parameters, traced once."""
+    from refimpl.strategies.cse_twins import NO_PARAMS, TWINS, TwinCase, TwinGraph
+    return TwinGraph("aten", tuple(TwinCase(e, "aten", ()) for e, t in TWINS.items()
+                                   if "aten" in t.styles and t.params is NO_PARAMS)
+                     ).traced().graph
+
+
+@settings(FEW, max_examples=4)
+@given(op_graphs(), cse_cases())
+def test_no_aten_call_takes_the_cached_path_under_not_equal(spec, case):
+    """``refimpl/cse/effects.py:105 core/ReplaceComparisonOperator_Eq_NotEq 0``: ``node.op !=
+    "call_function"`` for ``==`` in ``effects_of``. An aten target on any other op is
+    refused by fx (test_every_op_sorts_at_or_after_call_function_and_aten_targets_are_calls),
+    so under the mutant no node takes the cached path and each is classified by
+    ``effect_of``; on the drawn graphs (and the twin catalogue, every op the generators
+    draw) no node meets the mutant's condition, and ``effect_of`` gives every node the
+    Effect the cached path gives."""
+    for graph in [*_graphs(spec), case.traced().graph, _aten_twins()]:
+        nodes = list(graph.nodes)
+        mutant_cached = [n for n in nodes if isinstance(n.target, torch._ops.OpOverload)
+                         and n.op != "call_function"
+                         and not effects_module._defines_unbacked_symbol(n)]
+        assert mutant_cached == []
+        assert effects_of(nodes) == {n: effect_of(n) for n in nodes}
+
+
+def test_only_call_module_sorts_at_or_after_call_module():
+    """``refimpl/cse/effects.py:175 core/ReplaceComparisonOperator_Eq_GtE 1``: ``node.op >=
+    "call_module"`` for ``==``. The ops that reach that line are call_function, call_method
+    and call_module (placeholder, get_attr and output return before it; exhaustive): of
+    these only call_module is ``>=`` "call_module" ("call_method" < "call_module")."""
+    reaching = [op for op in NODE_OPS if op not in ("placeholder", "get_attr", "output", "root")]
+    assert sorted(reaching) == ["call_function", "call_method", "call_module"]
+    assert [op for op in reaching if op >= "call_module"] == ["call_module"]
+
+
+def _every_aten_overload():
+    for packet_name in dir(torch.ops.aten):
+        packet = getattr(torch.ops.aten, packet_name, None)
+        if isinstance(packet, torch._ops.OpOverloadPacket):
+            yield from (getattr(packet, overload) for overload in packet.overloads())
+
+
+def test_an_optional_dropout_belongs_to_a_random_op():
+    """``refimpl/cse/effects.py:224 core/ReplaceComparisonOperator_NotEq_Lt 1``:
+    ``self.kind < "random"`` for ``!=`` in ``_draws_nothing``. Of the five kinds an
+    OpSummary can have (exhaustive) the two differ only for ``side_effect`` and
+    ``uninitialized``, and then only matter when the op has an optional dropout
+    (``dropout_arg`` not None). Exhaustive over every aten overload torch registers: each
+    op with an optional dropout is tagged ``nondeterministic_seeded``, so summarize_op's
+    first rule makes it ``random``."""
+    kinds = ["mutating", "pure", "random", "side_effect", "uninitialized"]
+    assert [k for k in kinds if (k != "random") != (k < "random")] == [
+        "side_effect", "uninitialized"]
+    graph = fx.Graph()
+    with_dropout = 0
+    for op in _every_aten_overload():
+        name = op._schema.name.split("::")[-1]
+        if effects_module._optional_dropout(op, name) is None:
+            continue
+        with_dropout += 1
+        node = graph.create_node("call_function", op, ())
+        assert summarize_op(op, node).kind == "random", op
+    assert with_dropout > 3  # the attention kernels

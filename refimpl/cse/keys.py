@@ -68,13 +68,10 @@ def _freeze_mapping(value: dict, node_key: Callable[[fx.Node], tuple]) -> Hashab
 
 
 def _freeze_other(value: Any, node_key: Callable[[fx.Node], tuple]) -> Hashable:
-    """The rarer cases of :func:`freeze`, and subclasses of the common ones."""
-    if isinstance(value, fx.Node):
-        return node_key(value)
+    """The rarer cases of :func:`freeze`, and subclasses of the common ones (``bool`` has
+    none, and :func:`freeze` takes every ``fx.Node`` and ``bool`` itself)."""
     if isinstance(value, _BY_IDENTITY):
         return ("identity", id(value))
-    if isinstance(value, bool):  # before int: bool is a subclass of int
-        return ("bool", value)
     if isinstance(value, int):
         return ("int", value)
     if isinstance(value, float):

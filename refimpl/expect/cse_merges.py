@@ -10,7 +10,8 @@ each reader now reads, and the order of the nodes, all at once.
 
 What is pure is :func:`expected_kind`, this module's own reading of torch's documented
 semantics (no CSE's rules): :func:`refimpl.expect.cse_soundness.node_kind` (schemas, tags,
-``Node.is_impure``, ``inplace=``, ``operator``'s in-place functions), and, for the Python
+``Node.is_impure``, ``inplace=``, ``operator``'s in-place functions); a node whose value is
+an unbacked symbol is kept (:func:`holds_unbacked_symbol`); and, for the Python
 functions that dynamo records on sizes, the ones the Python and torch documentation define
 as functions of their arguments alone: a function of the ``math`` module, the builtins
 :data:`PURE_BUILTINS`, and ``torch.sym_*``, each only when the target *is* that function (a
@@ -29,6 +30,7 @@ from collections.abc import Hashable
 
 import torch
 from torch import fx
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from refimpl.expect.cse_soundness import node_kind
 
@@ -45,7 +47,19 @@ def expected_kind(node: fx.Node) -> str:
         getattr(math, name, None) is target
         or (name in PURE_BUILTINS and getattr(builtins, name, None) is target)
         or (name.startswith("sym_") and getattr(torch, name, None) is target))
+    if holds_unbacked_symbol(node):
+        return "unbacked"
     return "pure" if python_function else node_kind(node)
+
+
+def holds_unbacked_symbol(node: fx.Node) -> bool:
+    """Is the node's recorded value a symbolic number in an unbacked symbol (``u0``,
+    ``2*u0``: a size only the data decides)? torch's own ``fx_graph_cse`` means to keep such
+    nodes (its comment: merging one can leave later nodes' recorded values naming a symbol
+    no kept node computes), and so does the contract here: never merged."""
+    val = node.meta.get("val")
+    return isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) and bool(
+        free_unbacked_symbols(val))
 
 
 def _key(value, rep: dict[fx.Node, fx.Node]) -> Hashable:

@@ -30,8 +30,8 @@ The shapes (each a class of bugs, not one bug):
   ``torch.sym_*`` or like the builtin ``max`` that writes its argument; every node's ``op``
   maybe an equal string that is not the interned literal;
 * ``attention_dropout``: an attention kernel whose only randomness is its ``dropout_p``,
-  twice: random for ``dropout_p > 0`` (never merged), pure for ``dropout_p == 0``
-  (expected merged);
+  twice: random for ``dropout_p > 0`` (never merged), pure for ``dropout_p == 0`` or
+  ``dropout_p`` left out (its default is 0.0; expected merged);
 * ``unrecorded_values``: a maybe-copy op (``reshape``, ``flatten``, ``contiguous``) twice,
   one result written, the other read, in an aten graph where some values were never
   recorded (a graph a pass extended without ``meta["val"]``);
@@ -60,6 +60,12 @@ The shapes (each a class of bugs, not one bug):
   pure(w)``: ``v`` and ``w`` differ in shape once ``v`` is transposed in place: never merged.
 * ``lifted_refusal``: ``a = make(x); b = make(x); r = pure(b); a.<writer>(); s = pure(b)``:
   ``s`` repeats ``r``, and once it is gone ``b`` may become ``a``: 2 nodes expected removed.
+
+* ``python_writes``: (torch dialect) ``a = cos(t); x += y`` (``-=``, ``*=``, ``/=``) or
+  ``x[0] = 2.0``; ``b = cos(t)``, ``t`` the target ``x`` (never merged: the write comes
+  between) or the other operand ``y`` (read, not written: expected merged); ``x`` an input
+  or a clone of it. symbolic_trace records these as ``operator.iadd``... and
+  ``operator.setitem``, which write their first argument only.
 
 * ``many_writes``: ``y = clone(x)``, ``y.add_(1.0)`` 2 or 300 times, then a maybe-copy op
   twice on ``y`` (``reshape``, ``contiguous``): expected merged (every write comes before
@@ -417,17 +423,23 @@ def _opaque_functions(emit, xs, which, seed, fresh_ops):
     return outputs
 
 
-def _attention_dropout(emit, xs, dropout_p, by_keyword):
-    """aten only: ``_scaled_dot_product_attention_math(q, q, q, None, dropout_p)`` twice."""
+def _attention_dropout(emit, xs, dropout_p, given):
+    """aten only: ``_scaled_dot_product_attention_math(q, q, q, None, dropout_p)`` twice,
+    ``dropout_p`` given by position, by keyword, or left out (its default, 0.0)."""
     q = emit.call(aten.unsqueeze.default, emit.call(aten.unsqueeze.default, xs[0], 0), 0)
     outs = []
     for _ in range(2):
-        kwargs = {"dropout_p": dropout_p} if by_keyword else {}
-        args = (q, q, q) if by_keyword else (q, q, q, None, dropout_p)
+        kwargs = {"dropout_p": dropout_p} if given == "keyword" else {}
+        args = (q, q, q, None, dropout_p) if given == "position" else (q, q, q)
         pair = emit.call(aten._scaled_dot_product_attention_math.default, *args,
-                         keep=dropout_p != 0, **kwargs)
+                         keep=_draws(dropout_p, given), **kwargs)
         outs.append(emit.call(operator.getitem, pair, 0))
     return [emit.call(aten.sub.Tensor, outs[0], outs[1])]
+
+
+def _draws(dropout_p: float, given: str) -> bool:
+    """Does an attention call draw? Only with a ``dropout_p`` given and not zero."""
+    return given != "omitted" and dropout_p != 0
 
 
 MAYBE_COPY = {"reshape": (aten.reshape.default, ([-1],)), "flatten": (aten.flatten.using_ints, ()),
@@ -464,6 +476,25 @@ def _write_reads_twin(emit, xs, clone, pure, writer):
     else:
         written = emit.call(getattr(aten, writer).Tensor, a, b, keep=True)
     return [emit.call(aten.neg.default, written)]
+
+
+#: Python's augmented assignments and item assignment, as symbolic_trace records them
+PYTHON_WRITERS = {"iadd": operator.iadd, "isub": operator.isub, "imul": operator.imul,
+                  "itruediv": operator.itruediv, "setitem": operator.setitem}
+
+
+def _python_writes(emit, xs, writer, read, clone):
+    """torch only: ``a = cos(t); x <op>= y`` (or ``x[0] = 2.0``) ``; b = cos(t)``, ``t`` the
+    written ``x`` or the operand ``y``."""
+    target = emit.base(xs[0], clone)
+    t = target if read == "target" else xs[1]
+    a = emit.pure("cos", t)
+    if writer == "setitem":
+        emit.call(operator.setitem, target, 0, 2.0, keep=True)
+    else:
+        emit.call(PYTHON_WRITERS[writer], target, xs[1], keep=True)
+    b = emit.pure("cos", t)
+    return [emit.call(operator.add, a, b), target]
 
 
 def _fresh(text: str) -> str:
@@ -577,9 +608,12 @@ SHAPES: dict[str, Shape] = {
         _BOOL, tuple(VIEWS), ("mul_", "add_"), tuple(PURE))),
     "opaque_functions": Shape(_opaque_functions, 1, ("torch",), (
         ("manual_seed", *BUMPS), (0, 7), _BOOL), fresh_ops=lambda which, seed, fresh: fresh),
+    "python_writes": Shape(_python_writes, 2, ("torch",), (
+        tuple(PYTHON_WRITERS), ("target", "other"), _BOOL),
+        merges=lambda writer, read, clone: 1 if read == "other" else 0),
     "attention_dropout": Shape(_attention_dropout, 1, ("aten",), (
-        (0.0, 0.5, 0, -0.0, 0.25), _BOOL),
-        merges=lambda p, by_keyword: 2 if p == 0 else 0),
+        (0.0, 0.5, 0, -0.0, 0.25), ("position", "keyword", "omitted")),
+        merges=lambda p, given: 0 if _draws(p, given) else 2),
     "unrecorded_values": Shape(_unrecorded_values, 1, ("aten",), (
         _BOOL, tuple(MAYBE_COPY), tuple(WRITERS),
         (("x0",), ("t_default",), ("x0", "t_default")))),

@@ -34,7 +34,13 @@ The catalogue (each entry in the dialects it exists in):
   ``call_module``;
 * ``_assert_async`` of a sum (aten and torch): it returns nothing, and torch.fx does not
   list it as side-effectful (``Node.is_impure`` is false), so only its empty return shows
-  its effect.
+  its effect;
+* constants of the rarer kinds (aten): one tensor object, a float subclass and an int
+  subclass (what numpy's ``float64`` and an ``IntEnum`` member are), each the same in both
+  calls;
+* ``empty_like`` (aten and torch): uninitialized memory, never one value with another call;
+* the size of a ``nonzero`` result (symbolic sizes): ``sym_size.int`` whose value is an
+  unbacked symbol ``u0``, which the node that computes it binds (kept).
 
 Generation: each entry's dialect (shrinks to its first) and parameters; ``fresh_ops`` once.
 """
@@ -152,6 +158,18 @@ def _setitem(graph: fx.Graph, values: list, params: tuple) -> fx.Node:
     return graph.call_function(operator.setitem, (values[0], 0, 2.0))
 
 
+class FloatLike(float):
+    """A float subclass (as numpy's ``float64`` is): a constant of another type, same value."""
+
+
+class IntLike(int):
+    """An int subclass (as an ``IntEnum`` member is)."""
+
+
+#: one tensor object passed as a constant argument to both calls of a twin
+TENSOR_CONSTANT = torch.full((3,), 0.25)
+
+
 class _Holder(torch.nn.Module):
     """The root of the twin graphs: a buffer for ``get_attr``, a module for ``call_module``."""
 
@@ -191,6 +209,14 @@ def _extras() -> dict[str, Twin]:
                                   lambda g, xs: [g.call_function(aten.sum.default, (xs[0],))]),
         "torch_assert_async": Twin(_fn(torch._assert_async), ("torch",), "none",
                                    lambda g, xs: [g.call_function(torch.sum, (xs[0],))]),
+        "tensor_constant": Twin(_fn(aten.add.Tensor, TENSOR_CONSTANT), ("aten",)),
+        "float_subclass_constant": Twin(_fn(aten.mul.Tensor, FloatLike(2.5)), ("aten",)),
+        "int_subclass_constant": Twin(_fn(aten.add.Tensor, IntLike(3)), ("aten",)),
+        "aten_empty_like": Twin(_fn(aten.empty_like.default), aten_styles),
+        "torch_empty_like": Twin(_fn(torch.empty_like), ("torch",)),
+        "unbacked_size": Twin(lambda g, v, p: g.call_function(aten.sym_size.int, (v[0], 0)),
+                              ("symbolic",), "number",
+                              lambda g, xs: [g.call_function(aten.nonzero.default, (xs[0],))]),
         "get_attr": Twin(lambda g, v, p: g.get_attr("w"), ("aten", "torch")),
         "call_module": Twin(lambda g, v, p: g.call_module("act", (v[0],)), ("torch",)),
         "user_max": _on_size(user_max, 2),
