@@ -2,8 +2,18 @@
 
 This module shares no code with :mod:`refimpl.partition`: it traces with AOTAutograd
 directly, reads the joint graph itself, prices recomputation with torch's own FLOP formulas
-(``torch.utils.flop_counter.flop_registry``; ops without a formula cost 0) and enumerates
-save-sets. It is the expectation the partition properties hold refimpl to.
+(:data:`FLOP_FORMULAS`: ``torch.utils.flop_counter.flop_registry``; ops without a formula
+cost 0) and enumerates save-sets. It is the expectation the partition properties hold
+refimpl to.
+
+One hole of torch's table is filled: it has no entry for the CPU flash-attention kernel
+that ``scaled_dot_product_attention`` dispatches to on CPU
+(``_scaled_dot_product_flash_attention_for_cpu`` and its backward; docs/findings.md, "SDPA
+on CPU counts 0"), so priced by the table alone recomputing attention would look free and a
+plan that recomputes it would pass for one that recomputes nothing. Those two ops take
+(query, key, value, ...) and (grad_out, query, key, value, ...) in ``[B, H, S, D]`` as the
+CUDA flash kernel's do, so :data:`FLOP_FORMULAS` gives them torch's flash-attention
+formulas; :func:`flop_counter` counts with the same table.
 
 The model (docs/design.md, "The partitioner's problem"):
     * forward-side nodes: everything in the joint graph that does not depend on a tangent;
@@ -39,6 +49,34 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 #: enumeration is 2**candidates walks; beyond this the derivation refuses.
 MAX_CANDIDATES = 40
+
+_aten = torch.ops.aten
+#: the CPU flash-attention ops (absent from torch's table) -> torch's flash-attention op
+#: whose formula has their argument layout (module docstring)
+_CPU_FLASH = {"_scaled_dot_product_flash_attention_for_cpu":
+              _aten._scaled_dot_product_flash_attention,
+              "_scaled_dot_product_flash_attention_for_cpu_backward":
+              _aten._scaled_dot_product_flash_attention_backward}
+#: op overload packet -> torch's FLOP formula: torch's table, its CPU attention hole filled
+FLOP_FORMULAS = {**flop_registry,
+                 **{getattr(_aten, name): flop_registry[same]
+                    for name, same in _CPU_FLASH.items() if hasattr(_aten, name)}}
+
+
+def _raw(formula: Callable[..., int]) -> Callable[..., int]:
+    """``formula`` (a table entry: it reads shapes off the values itself) marked so that
+    FlopCounterMode's ``custom_mapping`` does not wrap it a second time."""
+    def counted(*args: Any, **kwargs: Any) -> int:
+        return formula(*args, **kwargs)
+
+    counted._get_raw = True
+    return counted
+
+
+def flop_counter() -> FlopCounterMode:
+    """torch's FlopCounterMode (no display) counting with :data:`FLOP_FORMULAS`."""
+    extra = {op: _raw(f) for op, f in FLOP_FORMULAS.items() if op not in flop_registry}
+    return FlopCounterMode(display=False, custom_mapping=extra)
 
 
 class BruteForceRefused(ValueError):
@@ -256,7 +294,7 @@ def _flops(node: fx.Node) -> int:
     target = node.target
     if not isinstance(target, torch._ops.OpOverload):
         return 0
-    formula = flop_registry.get(target.overloadpacket)
+    formula = FLOP_FORMULAS.get(target.overloadpacket)
     if formula is None:
         return 0
     val = lambda a: a.meta["val"] if isinstance(a, fx.Node) else a
@@ -322,7 +360,7 @@ def _drop_dead(gm: fx.GraphModule) -> None:
     """Erase unused nodes that neither draw random numbers nor mutate (fx's own dead-code
     pass keeps SDPA, tagged random for its optional dropout, whose tuple trips
     ``default_partition``); random draws stay, so the random stream is the target's. The
-    partition reads the graph only, so the module is not recompiled."""
+    module is not recompiled: the caller does that when it runs the graph."""
     for node in reversed(list(gm.graph.nodes)):
         if node.op == "call_function" and not node.users and not _banned(node):
             gm.graph.erase_node(node)
@@ -336,7 +374,7 @@ class ReferenceRun:
     problem: SaveProblem
     output: torch.Tensor
     grads: list
-    #: FLOPs of the no-recompute backward, by torch's FlopCounterMode: what a plan's backward
+    #: FLOPs of the no-recompute backward, by :func:`flop_counter`: what a plan's backward
     #: runs beyond it is what the plan recomputes
     backward_flops: int = 0
     #: the same save problem with only the backward's real reads (``outputs_read=False``):
@@ -363,12 +401,20 @@ def trace_reference(fn: Callable[..., Any], inputs: list[torch.Tensor],
         return default_partition(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs,
                                  **kwargs)
 
+    def backward_without_dead_ops(graph: fx.GraphModule, _) -> Callable[..., Any]:
+        # default_partition leaves a dead copy of a forward SDPA in the backward (its
+        # dead-code pass keeps ops tagged random): it would count as a recompute
+        _drop_dead(graph)
+        graph.recompile()
+        return make_boxed_func(graph)
+
     nop = lambda g, _: make_boxed_func(g)
-    compiled = aot_function(fn, fw_compiler=nop, bw_compiler=nop, partition_fn=capture,
+    compiled = aot_function(fn, fw_compiler=nop, bw_compiler=backward_without_dead_ops,
+                            partition_fn=capture,
                             decompositions=select_decomp_table())
     torch.manual_seed(seed)
     out = compiled(*inputs)
-    with FlopCounterMode(display=False) as counter:
+    with flop_counter() as counter:
         out.backward()
     return ReferenceRun(problems[0], out.detach(), [x.grad for x in inputs],
                         counter.get_total_flops(), problems[1])

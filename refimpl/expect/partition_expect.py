@@ -18,9 +18,8 @@ import math
 from dataclasses import dataclass
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
-from refimpl.expect.partition_brute import Outcome, ReferenceRun, SaveProblem
+from refimpl.expect.partition_brute import Outcome, ReferenceRun, SaveProblem, flop_counter
 from refimpl.expect.same import mismatch
 from refimpl.memory import measure_saved
 
@@ -214,13 +213,14 @@ def assert_recompute_within(recomputed: int, expected: Expected, max_bytes: int,
 
 
 def backward_flops(compiled, spec) -> int:
-    """FLOPs (torch's FlopCounterMode) of one backward of ``compiled`` on ``spec``'s inputs,
-    seeded as :func:`measured`. Call it after a first run: a backward compiled lazily
-    would be counted while it compiles."""
+    """FLOPs (torch's FlopCounterMode, CPU attention counted:
+    :func:`~refimpl.expect.partition_brute.flop_counter`) of one backward of ``compiled`` on
+    ``spec``'s inputs, seeded as :func:`measured`. Call it after a first run: a backward
+    compiled lazily would be counted while it compiles."""
     inputs = spec.inputs(0)
     torch.manual_seed(0)
     out = compiled(*inputs)
-    with FlopCounterMode(display=False) as counter:
+    with flop_counter() as counter:
         out.backward()
     return counter.get_total_flops()
 
