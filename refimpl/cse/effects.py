@@ -99,17 +99,7 @@ def _collect(value, found: list[fx.Node]) -> None:
 def effects_of(nodes) -> dict[fx.Node, Effect]:
     """:func:`effect_of` for every node; what a schema says is read once per op."""
     summaries: dict[torch._ops.OpOverload, OpSummary] = {}
-    effects = {}
-    for node in nodes:
-        op = node.target
-        if isinstance(op, torch._ops.OpOverload) and node.op == "call_function" \
-                and not _defines_unbacked_symbol(node):
-            if op not in summaries:
-                summaries[op] = summarize_op(op, node)
-            effects[node] = _resolve_copy(node, summaries[op].effect(node))
-        else:
-            effects[node] = effect_of(node)
-    return effects
+    return {node: effect_of(node, summaries) for node in nodes}
 
 
 def _resolve_copy(node: fx.Node, effect: Effect) -> Effect:
@@ -167,8 +157,9 @@ def _blank_like(val: torch.Tensor) -> torch.Tensor:
     return torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device="meta")
 
 
-def effect_of(node: fx.Node) -> Effect:
-    """Classify one node; see the module docstring for the order of the rules."""
+def effect_of(node: fx.Node, summaries: dict) -> Effect:
+    """Classify one node; see the module docstring for the order of the rules.
+    ``summaries`` holds the :class:`OpSummary` of each aten op met so far (it fills it)."""
     if node.op in ("placeholder", "get_attr", "output"):
         return Effect("structural")
     inputs = node_inputs((node.args, node.kwargs))
@@ -177,7 +168,9 @@ def effect_of(node: fx.Node) -> Effect:
     if _defines_unbacked_symbol(node):
         return Effect("unbacked")
     if isinstance(node.target, torch._ops.OpOverload):
-        return _resolve_copy(node, summarize_op(node.target, node).effect(node))
+        if node.target not in summaries:
+            summaries[node.target] = summarize_op(node.target, node)
+        return _resolve_copy(node, summaries[node.target].effect(node))
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     if node.op == "call_function" and getattr(node.target, "__module__", None) in (
             "_operator", "operator"):
