@@ -500,3 +500,42 @@ def test_candidates_82_role_is_forward_is_role_eq_forward():
                   and (n.random or n.mutable)}
         assert mutant == {n.name for n in graph.forward_side() if n.role == "forward"
                           and (n.random or n.mutable)}
+
+
+#: the roles ``JointGraph.forward_side`` keeps (graph.py), the only nodes these filters see
+FORWARD_SIDE_ROLES = ("primal", "forward")
+
+
+def test_exhaustive_31_and_candidates_82_role_le_forward_is_role_eq_forward():
+    """``refimpl/partition/exhaustive.py:31`` (the candidates of ``solver="brute"``) and
+    ``refimpl/partition/candidates.py:82`` (``hard_bans``), ``n.role == "forward"`` ->
+    ``n.role <= "forward"``: both filter ``graph.forward_side()``, whose nodes have role
+    "primal" or "forward" only (checked on graphs with views of inputs and of activations),
+    and on those two ``<=`` selects exactly what ``==`` selects ("primal" sorts after
+    "forward"). Of the five roles only "backward" would tell them apart, and it never
+    reaches either filter."""
+    assert [r for r in ROLES if (r <= "forward") != (r == "forward")] == ["backward"]
+    for role in FORWARD_SIDE_ROLES:
+        assert (role <= "forward") == (role == "forward"), role
+    for graph in _graphs():
+        side = graph.forward_side()
+        assert {n.role for n in side} == set(FORWARD_SIDE_ROLES)
+        assert [n for n in side if n.role <= "forward"] == [
+            n for n in side if n.role == "forward"]
+
+
+def test_mincut_108_owner_ne_node_is_owner_is_not_node():
+    """``refimpl/partition/mincut.py:108``, ``owner is not node`` -> ``owner != node``:
+    ``JointNode`` is a dataclass, so ``!=`` compares fields, among them ``name``; the owner
+    is looked up by name in the same graph (``graph.by_name[node.storage]``), whose names
+    are unique, so two nodes of one graph are equal exactly when they are the same object.
+    (``-> owner is node`` and ``-> owner == node`` are not equivalent: they let a view of
+    an activation save itself.)"""
+    for graph in _graphs():
+        nodes = graph.forward_side()
+        assert len({n.name for n in graph.nodes}) == len(graph.nodes)
+        for a, b in itertools.product(nodes, nodes):
+            assert operator.ne(a, b) == (a is not b), (a.name, b.name)
+        for node in nodes:
+            owner = graph.by_name[node.storage]
+            assert operator.ne(owner, node) == (owner is not node), node.name
