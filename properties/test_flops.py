@@ -186,3 +186,37 @@ def test_arithmetic_without_a_formula_is_reported(refimpl_backend, call, other):
     assert uncounted == want, (call, other)
     listed = ", ".join(f"{op} x{n}" for op, n in sorted(want.items(), key=lambda i: str(i[0])))
     assert mode.get_table().splitlines()[-1] == UNCOUNTED_LINE + listed, (call, other)
+
+
+#: a user's library (torch.library) whose ops are named as some of aten's free ops
+USER_LIBRARY = "refimpl_flops_test"
+USER_OP_NAMES = ("clone", "roll", "cat", "zeros", "product")
+
+
+def _user_op(name: str):
+    """``refimpl_flops_test::<name>(x) -> x @ x.T``, defined on first use (once a process)."""
+    namespace = getattr(torch.ops, USER_LIBRARY)
+    if not hasattr(namespace, name):
+        def product(x: torch.Tensor) -> torch.Tensor:
+            return x @ x.T
+
+        torch.library.custom_op(f"{USER_LIBRARY}::{name}", mutates_args=())(product)
+    return getattr(namespace, name)
+
+
+@pytest.mark.usefixtures("require_uncounted_ops")
+@given(st.sampled_from(USER_OP_NAMES), st.integers(1, 3), st.integers(1, 4))
+def test_a_user_op_named_as_a_free_aten_op_is_reported(refimpl_backend, name, calls, n):
+    """A user's op (a torch.library custom op outside aten) named as one of aten's free ops
+    (``clone``, ``roll``, ``cat``, ``zeros``) or not: aten's naming convention declares aten's
+    ops free, never another library's. It has no formula, so it counts 0 FLOPs (its inner
+    product runs below the counter) and ``uncounted_ops()`` is ``{op: calls}``. Reach: the
+    op was called more than once."""
+    op, x = _user_op(name), torch.randn(n, n)
+    reach(calls > 1)
+    with component(refimpl_backend, "flop_counter")(display=False) as mode:
+        for _ in range(calls):
+            op(x)
+    what = f"{refimpl_backend.name}: {USER_LIBRARY}::{name} called {calls} times"
+    assert mode.get_total_flops() == 0, f"{what}: counted {mode.get_flop_counts()}"
+    assert mode.uncounted_ops() == {op: calls}, f"{what}: uncounted {mode.uncounted_ops()}"
