@@ -127,11 +127,13 @@ def _mirrored(drift: Drift) -> list[Drift]:
 
 #: the boundaries of the report's first difference, drawn or not: where the forward ends
 #: (extended) and where the recomputation ends (truncated), both past 256 ops; identical op
-#: logs (a doubled input no log sees); and a replaced op (each order of the two names).
+#: logs (a doubled input no log sees), short and past 256 ops (equal lengths compared by
+#: identity show); and a replaced op (each order of the two names).
 BOUNDARIES = (
     Drift(("sin",) * LONG, ("sin",) * LONG + ("exp", "double"), False, "extend", 2),
     Drift(("mul", "exp") * (LONG // 2), ("mul", "exp") * (LONG // 2 - 1), False, "truncate", 1),
     Drift(("mul", "sin"), ("mul", "sin"), True, "widened", 2),
+    Drift(("sin",) * LONG, ("sin",) * LONG, True, "widened", 1),
     Drift(("sin", "square"), ("double", "square"), False, "replace", 3),
 )
 
