@@ -11,6 +11,9 @@ or AssertionError), never counted.
 
 Reach: the fitting call was counted (> 0).
 
+On a nested tensor of sequences (the fast path of nn.TransformerEncoder with a padding mask),
+each sequence of ``L_i`` tokens is counted alone: ``8 L_i E^2 + 4 L_i^2 E``.
+
 Against torch (``--refimpl-target torch``, 2.13) this fails: torch has no formula for the
 fused op (0 FLOPs, no refusal; docs/findings.md, FLOPs 10).
 """
@@ -58,3 +61,24 @@ def test_fused_attention_counts_cross_attention_and_refuses_other_batches(
         return
     raise AssertionError(f"{refimpl_backend.name}: query batch {batch}, key batch {other} "
                          f"counted {counter.get_total_flops()} instead of refusing")
+
+
+@given(st.integers(1, 3), st.integers(1, 3), st.lists(st.integers(1, 4), min_size=1,
+                                                      max_size=3))
+def test_fused_attention_on_nested_sequences_counts_each_sequence(refimpl_backend, heads,
+                                                                  head_dim, lengths):
+    """Self-attention of the fused op on a nested tensor of sequences of ``L_i`` tokens (as
+    nn.TransformerEncoder's fast path runs it with a padding mask): each sequence is counted
+    alone, by hand ``8 L_i E^2`` (in-projection of q, k and v, out-projection) plus
+    ``4 L_i^2 E`` (attention); padding is no part of the math. Reach: two sequences of
+    different lengths."""
+    e = heads * head_dim
+    reach(len(set(lengths)) > 1)
+    x = torch.nested.nested_tensor([torch.randn(length, e) for length in lengths])
+    weights = (torch.randn(3 * e, e), torch.randn(3 * e), torch.randn(e, e), torch.randn(e))
+    with torch.no_grad(), component(refimpl_backend, "flop_counter")(display=False) as counter:
+        aten._native_multi_head_attention(x, x, x, e, heads, *weights, None, False)
+    expected = sum(8 * length * e * e + 4 * length * length * e for length in lengths)
+    assert counter.get_total_flops() == expected, (
+        f"{refimpl_backend.name}: E={e}, H={heads}, sequences of {lengths} tokens: counted "
+        f"{counter.get_total_flops()}, expected {expected}")
