@@ -82,3 +82,25 @@ def test_fused_attention_on_nested_sequences_counts_each_sequence(refimpl_backen
     assert counter.get_total_flops() == expected, (
         f"{refimpl_backend.name}: E={e}, H={heads}, sequences of {lengths} tokens: counted "
         f"{counter.get_total_flops()}, expected {expected}")
+
+
+@given(st.integers(2, 4), st.integers(1, 3), st.integers(1, 3), st.data())
+def test_fused_attention_refuses_heads_that_do_not_divide_the_embedding(
+        refimpl_backend, heads, head_dim, length, data):
+    """An embedding of ``heads * head_dim + r`` (0 < r < heads) has no whole head size: the
+    CPU kernel refuses it (``embed_dim must divide evenly by num_heads``), the meta kernel
+    does not, so on meta tensors the counter must refuse it, never count it. Reach: the
+    remainder is above 1."""
+    rest = data.draw(st.integers(1, heads - 1))
+    reach(rest > 1 or heads == 2)
+    e = heads * head_dim + rest
+    meta = lambda *shape: torch.empty(*shape, device="meta")
+    x = meta(1, length, e)
+    try:
+        with component(refimpl_backend, "flop_counter")(display=False) as counter:
+            aten._native_multi_head_attention(x, x, x, e, heads, meta(3 * e, e), meta(3 * e),
+                                              meta(e, e), meta(e))
+    except REFUSED:
+        return
+    raise AssertionError(f"{refimpl_backend.name}: embed_dim {e} with {heads} heads counted "
+                         f"{counter.get_total_flops()} instead of refusing")
