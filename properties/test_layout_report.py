@@ -51,6 +51,7 @@ from refimpl.expect.layout_report import (
     eager_conv_sites,
     eager_facts,
     inductor_rule,
+    without_values,
 )
 from refimpl.oracle import component
 from refimpl.oracle.backend import provided_by
@@ -164,10 +165,11 @@ def check_decision(decision, sites, node_count: int, inference: bool, where: str
         f"says {verdict} ({where})")
 
 
-def check_facts(facts, record, where: str) -> None:
+def check_facts(facts, record, hidden: frozenset[str], where: str) -> None:
     """Each node's facts against eager's (strides on dims of size > 1: a dim of size 1
-    places nothing, and fake tensors may give it another stride)."""
-    expected = eager_facts(record)
+    places nothing, and fake tensors may give it another stride); the nodes ``hidden``
+    have no value and are opaque."""
+    expected = eager_facts(record, hidden)
     assert [f.name for f in facts] == [e.name for e in expected], (
         f"facts for nodes {[f.name for f in facts]} ({where})")
     shapes = {n.name: n.shape for n in record}
@@ -209,6 +211,7 @@ class Prepared:
     node_count: int
     inference: bool
     where: str
+    hidden: frozenset[str] = frozenset()
 
     @property
     def converts(self) -> bool:
@@ -216,18 +219,26 @@ class Prepared:
         return inductor_rule(self.sites, self.node_count, self.inference)
 
 
-def prepare(case, meta: str, grad: str, device: str) -> Prepared:
+def prepare(case, meta: str, grad: str, device: str, hide_input: bool = False) -> Prepared:
     """Record eager's values of ``case``'s graph, then give it example values as ``meta``
-    says and make ``grad`` hold."""
+    says (with ``hide_input`` and example values, none for the graph's input, as dynamo
+    leaves a node it cannot describe) and make ``grad`` hold."""
     what, module, x, gm = case
     module, x = module.to(device), x.to(device)
     x, inference = set_grad(module, x, grad)
     record = eager_nodes(gm, [strided_copy(x)])
-    sites = eager_conv_sites(gm, record)
-    node_count = len(gm.graph.nodes)
     give_example_values(gm, [strided_copy(x)], meta)
-    where = f"reproduce with: {what}, example values {meta!r}, grad {grad!r}"
-    return Prepared(what, gm, x, record, sites, node_count, inference, where)
+    hidden = frozenset()
+    if hide_input and meta != "none":
+        hidden = frozenset(n.name for n in gm.graph.nodes if n.op == "placeholder")
+        for node in gm.graph.nodes:
+            if node.name in hidden:
+                node.meta.pop(meta)
+        record = without_values(record, hidden)
+    sites = eager_conv_sites(gm, record)
+    where = (f"reproduce with: {what}, example values {meta!r}, grad {grad!r}, input "
+             f"{'without' if hidden else 'with'} a value")
+    return Prepared(what, gm, x, record, sites, len(gm.graph.nodes), inference, where, hidden)
 
 
 def check_report(backend, case: Prepared, grad: str) -> None:
@@ -242,7 +253,7 @@ def check_report(backend, case: Prepared, grad: str) -> None:
         assert report.plan is None and report.facts is None, (
             f"a graph left alone has a plan {report.plan} or facts ({case.where})")
         return
-    check_facts(report.facts, case.record, case.where)
+    check_facts(report.facts, case.record, case.hidden, case.where)
     check_plan(report.plan, case.record, case.where)
 
 
@@ -291,16 +302,18 @@ def test_the_report_says_what_eager_values_say(refimpl_backend, case, meta, grad
 
 @given(channels=st.sampled_from((8, 96)), groups=st.sampled_from((1, 2, 8)),
        no_conv=st.permutations(NO_CONV_SITES), meta=st.sampled_from(EXAMPLE_VALUES),
-       grad=st.sampled_from(GRAD_MODES), device=devices())
+       grad=st.sampled_from(GRAD_MODES), hide_input=st.booleans(), device=devices())
 def test_the_report_of_every_call_form(refimpl_backend, channels, groups, no_conv, meta, grad,
-                                       device):
+                                       hide_input, device):
     """The module docstring's checks, in each example, on every call form of
     ``torch.conv2d`` (:class:`FunctionalConvs`, with ``groups`` groups where the form passes
     them) and on two nets whose only conv is no 2-d conv site (:class:`NoConvSite`, the first
-    two of a drawn order of its kinds). Reach: inductor's rule converts one of them."""
+    two of a drawn order of its kinds); with ``hide_input``, the graph's input carries no
+    example value (so the first conv is no site: its input's shape is unknown). Reach:
+    inductor's rule converts one of them."""
     takes_graphs(refimpl_backend)
     graphs = call_form_graphs(channels, groups, no_conv[:2])
-    cases = [prepare(case, meta, grad, device) for case in graphs]
+    cases = [prepare(case, meta, grad, device, hide_input) for case in graphs]
     reach(any(case.converts for case in cases))
     for case in cases:
         check_report(refimpl_backend, case, grad)

@@ -12,13 +12,14 @@ elements is a dot product of length ``in/groups * kh * kw``, one multiply and on
 term, so ``2 * N * out * H_out * W_out * in/groups * kh * kw`` (torch's ``conv_flop_count``
 for a forward conv). A conv site is a ``conv`` node of the record (a ``torch.conv2d`` call
 with its input positional, or an ``nn.Conv2d`` with zero padding) whose output and weight
-are 4-d.
+are 4-d and whose input has a value.
 
 Invariant: every expectation is a function of eager's values and the graph's call forms.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,7 @@ from refimpl.expect.layout import inductor_conv_class
 from refimpl.expect.layout_nodes import AGNOSTIC, CONV, IN_PLACE, EagerNode, alias_roots
 
 __all__ = ["INDUCTOR_COSTS", "EagerConvSite", "EagerFact", "eager_conv_sites", "eager_facts",
-           "inductor_rule"]
+           "inductor_rule", "without_values"]
 
 #: inductor's channels-last cost per conv class (torch/_inductor/graph.py, decide_layout_opt).
 INDUCTOR_COSTS = {"grouped": 1.358, "small": 0.783, "in_out": 0.725, "default": 0.823}
@@ -74,6 +75,8 @@ def eager_conv_sites(gm: fx.GraphModule, record: list[EagerNode]) -> list[EagerC
     for entry in record:
         if entry.family != CONV or entry.shape is None or len(entry.shape) != 4:
             continue
+        if shapes.get(entry.first_input) is None:  # an input without a value: no site
+            continue
         weight, groups = _weight_and_groups(nodes[entry.name], gm, shapes)
         batch, out_channels, height, width = entry.shape
         _, group_inputs, kh, kw = weight
@@ -96,6 +99,16 @@ def inductor_rule(sites: list[EagerConvSite], node_count: int, is_inference: boo
     return not ({"grouped", "in_out"} & kinds) and kinds != {"small"}
 
 
+def without_values(record: list[EagerNode], hidden: set[str]) -> list[EagerNode]:
+    """``record`` as a pass sees a graph whose nodes ``hidden`` carry no example value (dynamo
+    leaves some so): they hold no tensor (no shape, strides or storage), and no node counts
+    them among its tensor inputs."""
+    return [dataclasses.replace(
+        n, tensor_inputs=tuple(i for i in n.tensor_inputs if i not in hidden),
+        **({"shape": None, "stride": None, "storage": None, "value": None}
+           if n.name in hidden else {})) for n in record]
+
+
 @dataclass(frozen=True)
 class EagerFact:
     """A node's plain facts as eager's values give them (the fields of refimpl's NodeFact)."""
@@ -112,11 +125,13 @@ class EagerFact:
     opaque: bool
 
 
-def eager_facts(record: list[EagerNode]) -> list[EagerFact]:
+def eager_facts(record: list[EagerNode], opaque: frozenset[str] = frozenset()
+                ) -> list[EagerFact]:
     """One :class:`EagerFact` per node in graph order. The output node holds no value of its
     own (no strides, no alias class); a node's alias root is the earliest node sharing its
     storage, and it is an identity alias when it has that root's shape, strides and offset
-    (the root is one of itself); every node has a value, so none is opaque."""
+    (the root is one of itself); the nodes ``opaque`` (those :func:`without_values` hid) are
+    opaque, and no other."""
     roots = alias_roots(record)
     by_name = {n.name: n for n in record}
     facts = []
@@ -130,5 +145,5 @@ def eager_facts(record: list[EagerNode]) -> list[EagerFact]:
             name=n.name, op=n.op, kind=KIND_NAMES[n.family], inputs=n.tensor_inputs,
             first_input=n.first_input, dense_4d=own and len(n.shape) == 4,
             alias_root=root, identity_alias=identity,
-            stride=n.stride if own else None, opaque=False))
+            stride=n.stride if own else None, opaque=n.name in opaque))
     return facts
