@@ -29,7 +29,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from refimpl.cse import effects as effects_module
 from refimpl.cse.effects import Effect, effect_of, effects_of, node_inputs, summarize_op
-from refimpl.cse.eliminate import MergePass, find_duplicates, fx_graph_cse
+from refimpl.cse.eliminate import MergePass, _merge_pass, fx_graph_cse
 from refimpl.cse.keys import _freeze_other, freeze
 from refimpl.strategies import op_graphs
 from refimpl.strategies.cse_cases import cse_cases
@@ -266,7 +266,8 @@ def test_node_order_is_graph_order(spec, case):
         for i, later in enumerate(nodes):
             assert all((earlier < later) == (earlier is not later) for earlier in nodes[:i + 1])
         position = {n: i for i, n in enumerate(nodes)}
-        assert all(position[rep] < position[n] for n, rep in find_duplicates(graph).items())
+        duplicates = _merge_pass(graph).duplicates
+        assert all(position[rep] < position[n] for n, rep in duplicates.items())
 
 
 def test_an_unread_class_reads_before_every_position():
@@ -291,7 +292,7 @@ def test_the_result_is_a_fixpoint(spec, case):
     differ only if a pass over ``fx_graph_cse``'s result finds a duplicate: on the drawn
     graphs (every cse_cases shape, refused and lifted merges among them) it finds none."""
     for graph in [*_graphs(spec), case.traced().graph]:
-        assert find_duplicates(fx_graph_cse(graph)) == {}
+        assert _merge_pass(fx_graph_cse(graph)).duplicates == {}
 
 
 def test_a_method_name_is_no_function():

@@ -11,6 +11,6 @@ The properties' judge (does a rewritten graph compute the same?) is an expectati
 of the pass: :mod:`refimpl.expect.cse_soundness`.
 """
 
-from refimpl.cse.eliminate import find_duplicates, fx_graph_cse
+from refimpl.cse.eliminate import fx_graph_cse
 
-__all__ = ["find_duplicates", "fx_graph_cse"]
+__all__ = ["fx_graph_cse"]

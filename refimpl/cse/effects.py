@@ -276,13 +276,14 @@ def _operator_effect(node: fx.Node, name: str) -> Effect:
 
 
 def _aten_packet(node: fx.Node, name: str):
-    """The aten op family a torch function or Tensor method of this name stands for."""
+    """The aten op family a torch function or Tensor method of this name stands for (an
+    operator method such as ``__and__`` has one too); None where the name is no aten op or
+    names another attribute of ``torch.ops.aten`` (``__doc__``, ``__class__``)."""
     if node.op == "call_function" and not any(
             getattr(ns, name, None) is node.target for ns in _TORCH_NAMESPACES):
         return None
-    if not name or name.startswith("__"):
-        return None
-    return getattr(torch.ops.aten, name, None) or getattr(torch.ops.aten, "_" + name, None)
+    found = getattr(torch.ops.aten, name, None) or getattr(torch.ops.aten, "_" + name, None)
+    return found if isinstance(found, torch._ops.OpOverloadPacket) else None
 
 
 def _pure_python_effect(node: fx.Node, inputs: tuple[fx.Node, ...]) -> Effect:

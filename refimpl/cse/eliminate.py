@@ -74,7 +74,7 @@ class SharedStorage:
     Each merged class keeps whether it escapes through the output, the positions that
     write it, the last that reads it, and the number of writes seen so far in the pass (the
     version that graph values are keyed by); ``returned`` holds the nodes that are (or now
-    stand for) graph outputs. Local to one call of :func:`find_duplicates`.
+    stand for) graph outputs. Local to one call of :func:`_merge_pass`.
     """
 
     facts: AliasFacts
@@ -159,14 +159,9 @@ class MergePass:
     refused: int
 
 
-def find_duplicates(graph: fx.Graph) -> dict[fx.Node, fx.Node]:
-    """Map each node that repeats an earlier one to its representative, in one pass (the
-    module docstring; :func:`fx_graph_cse` repeats passes to a fixpoint)."""
-    return _merge_pass(graph).duplicates
-
-
 def _merge_pass(graph: fx.Graph) -> MergePass:
-    """One pass in graph order (module docstring)."""
+    """One pass in graph order (module docstring): each node that repeats an earlier one,
+    mapped to its representative (:func:`fx_graph_cse` repeats passes to a fixpoint)."""
     nodes = list(graph.nodes)
     effects = effects_of(nodes)
     facts = alias_facts(nodes, effects)
