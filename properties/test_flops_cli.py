@@ -55,7 +55,12 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from refimpl.expect.flops_cli import ExpectedReport, expected_report, human
+from refimpl.expect.flops_cli import (
+    ExpectedReport,
+    expected_report,
+    human,
+    torchvision_advice,
+)
 from refimpl.flops import cli
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
@@ -254,6 +259,10 @@ def test_flops_command_refuses_what_it_cannot_count(refimpl_backend, refusal: Re
         f"{refusal.names!r}")
     assert refusal.says in lines[0], f"{lines[0]!r} does not say {refusal.says!r}"
     assert lines[0].endswith(refusal.ends), f"{lines[0]!r} does not end with {refusal.ends!r}"
+    if refusal.advice_for:
+        says, ends = torchvision_advice(refusal.advice_for)
+        assert says in lines[0] and lines[0].endswith(ends), (
+            f"torch {refusal.advice_for}: {lines[0]!r} does not give the advice {says!r}")
 
 
 

@@ -86,6 +86,16 @@ def torchvision_pip(torch_version: str) -> str | None:
     return f"{command} --index-url {CPU_INDEX}" if local == "cpu" else command
 
 
+def torchvision_advice(torch_version: str) -> tuple[str, str]:
+    """What the refusal of a missing or broken torchvision under ``torch_version`` must say
+    and end with: the pip command of :func:`torchvision_pip` (both), or, where no release
+    pairs, that none is known (and no pip command to end with)."""
+    pip = torchvision_pip(torch_version)
+    if pip is None:
+        return f"no torchvision release is known to pair with torch {torch_version}", ""
+    return pip, pip
+
+
 def _block_attention(block: nn.Module, x: torch.Tensor, backward: bool) -> int:
     """refimpl.models.TransformerBlock's SDPA on ``x`` ``[B, S, dim]``, by hand."""
     batch, seq, dim = x.shape

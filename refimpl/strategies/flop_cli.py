@@ -39,8 +39,6 @@ import torch
 from hypothesis import strategies as st
 from torch import nn
 
-from refimpl.expect.flops_cli import torchvision_pip
-
 HERE = "refimpl.strategies.flop_cli"
 #: one sample's shape for refimpl's models, as `refimpl flops --help` states them.
 BUILTIN_SHAPES = {"mlp": (64,), "transformer": (128, 64), "resnet18": (3, 224, 224)}
@@ -432,7 +430,9 @@ class Refusal:
     """A command line ``refimpl flops`` must refuse: exit 2, one line on stderr that starts by
     naming ``names``, says ``says`` and ends with ``ends``. ``stage``: "arguments" (refused
     before anything is built) or "model" (refused while building or running MODEL).
-    ``environment``: the parts faked while it runs (:func:`environment`)."""
+    ``environment``: the parts faked while it runs (:func:`environment`). ``advice_for``: a
+    torch version whose torchvision advice the line must give (the property derives it:
+    :func:`refimpl.expect.flops_cli.torchvision_advice`)."""
 
     argv: tuple[str, ...]
     names: str
@@ -440,6 +440,7 @@ class Refusal:
     stage: str
     environment: tuple[tuple[str, str], ...] = ()
     ends: str = ""
+    advice_for: str = ""
 
 
 def _torch_minor() -> tuple[int, int]:
@@ -463,19 +464,17 @@ def _torchvision_refusal() -> Refusal:
 
 def torchvision_refusal(version: str, how: str) -> Refusal:
     """``refimpl flops torchvision:resnet18`` under torch ``version`` with torchvision
-    ``how`` ("missing" or "broken"): the error names the model and what failed, and ends with
-    the pip command of :func:`refimpl.expect.flops_cli.torchvision_pip`; where no torchvision
-    pairs with that torch, it says so."""
+    ``how`` ("missing" or "broken"): the error names the model and what failed, and gives the
+    advice for that torch (``advice_for``: the pip command of the pairing rule, or that no
+    torchvision pairs with it)."""
     error, message = IMPORT_FAILURES[how]
     failure = message.format(name="torchvision")
     names = {"missing": "MODEL=torchvision:resnet18 needs torchvision, which is not installed "
                         f"({failure})",
              "broken": "MODEL=torchvision:resnet18: the installed torchvision does not work "
                        f"with torch {version} ({error.__name__}: {failure})"}[how]
-    pip = torchvision_pip(version)
-    says = pip or f"no torchvision release is known to pair with torch {version}"
-    return Refusal(("torchvision:resnet18",), names, says, "model",
-                   (("torch", version), (how, "torchvision")), ends=pip or "")
+    return Refusal(("torchvision:resnet18",), names, "", "model",
+                   (("torch", version), (how, "torchvision")), advice_for=version)
 
 
 @st.composite
