@@ -153,6 +153,7 @@ def bad_options(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
 
 @example(case=("unknown", {"debug": True, "foo": 1}))
 @example(case=("use_reentrant", {"use_reentrant": None}))
+@example(case=("use_reentrant", {"determinism_check": "none", "use_reentrant": True}))
 @example(case=("preserve_rng_state", {"early_stop": False, "preserve_rng_state": "no"}))
 @given(case=bad_options())
 def test_bad_options_are_refused_naming_them(refimpl_backend, case) -> None:
@@ -260,6 +261,9 @@ def _calls_itself(apply, what: str) -> None:
         f"{what}: after the refusal, the step's gradients differ from the unwrapped module's"
 
 
+@example(misuse="applied twice", value="None", early_stop=False, debug=True)
+@example(misuse="called inside its own forward", value="None", early_stop=True, debug=False)
+@example(misuse="module=", value="the class nn.Linear", early_stop=True, debug=False)
 @given(misuse=st.sampled_from(MISUSES), value=st.sampled_from(sorted(NOT_MODULES)),
        early_stop=st.booleans(), debug=st.booleans())
 def test_misuse_is_refused_and_leaves_nothing(refimpl_backend, misuse: str, value: str,
