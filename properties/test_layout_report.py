@@ -103,12 +103,13 @@ class FunctionalConvs(nn.Module):
 NO_CONV_SITES = ("conv1d", "conv3d", "unbatched", "keyword", "reflect", "linear")
 
 
-def call_form_graphs(channels: int, groups: int, no_conv: tuple[str, ...]) -> list[tuple]:
-    """(what, module, input, graph) for every call form of :class:`FunctionalConvs`
+def call_form_graphs(channels: int, groups: int, forms: tuple[str, ...],
+                     no_conv: tuple[str, ...]) -> list[tuple]:
+    """(what, module, input, graph) for the call forms ``forms`` of :class:`FunctionalConvs`
     (``groups`` where the form passes it) and the :class:`NoConvSite` kinds ``no_conv``."""
     torch.manual_seed(0)
     cases = []
-    for form in CALL_FORMS:
+    for form in forms:
         module = FunctionalConvs(form, channels, 1 if form == "groups left out" else groups)
         cases.append((f"FunctionalConvs({form!r}, {channels}, {module.groups})", module.eval(),
                       torch.randn(2, channels, 5, 5)))
@@ -301,18 +302,19 @@ def test_the_report_says_what_eager_values_say(refimpl_backend, case, meta, grad
 
 
 @given(channels=st.sampled_from((8, 96)), groups=st.sampled_from((1, 2, 8)),
-       no_conv=st.permutations(NO_CONV_SITES), meta=st.sampled_from(EXAMPLE_VALUES),
-       grad=st.sampled_from(GRAD_MODES), hide_input=st.booleans(), device=devices())
-def test_the_report_of_every_call_form(refimpl_backend, channels, groups, no_conv, meta, grad,
-                                       hide_input, device):
-    """The module docstring's checks, in each example, on every call form of
+       forms=st.permutations(CALL_FORMS), no_conv=st.permutations(NO_CONV_SITES),
+       meta=st.sampled_from(EXAMPLE_VALUES), grad=st.sampled_from(GRAD_MODES),
+       hide_input=st.booleans(), device=devices())
+def test_the_report_of_every_call_form(refimpl_backend, channels, groups, forms, no_conv, meta,
+                                       grad, hide_input, device):
+    """The module docstring's checks, in each example, on three call forms of
     ``torch.conv2d`` (:class:`FunctionalConvs`, with ``groups`` groups where the form passes
-    them) and on two nets whose only conv is no 2-d conv site (:class:`NoConvSite`, the first
-    two of a drawn order of its kinds); with ``hide_input``, the graph's input carries no
-    example value (so the first conv is no site: its input's shape is unknown). Reach:
-    inductor's rule converts one of them."""
+    them; the first three of a drawn order) and on two nets whose only conv is no 2-d conv
+    site (:class:`NoConvSite`, the first two of a drawn order of its kinds); with
+    ``hide_input``, the graph's input carries no example value (so the first conv is no
+    site: its input's shape is unknown). Reach: inductor's rule converts one of them."""
     takes_graphs(refimpl_backend)
-    graphs = call_form_graphs(channels, groups, no_conv[:2])
+    graphs = call_form_graphs(channels, groups, forms[:3], no_conv[:2])
     cases = [prepare(case, meta, grad, device, hide_input) for case in graphs]
     reach(any(case.converts for case in cases))
     for case in cases:
