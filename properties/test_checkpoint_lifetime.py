@@ -8,7 +8,8 @@ memory the checkpoint was meant to save, kept for the life of the process.
 Expectation (the unwrapped model, run the same way): a dispatch mode entered around
 ``loss.backward()`` records a weak reference to the storage of every tensor an op makes in
 the backward (the recomputation's ops included). After the backward, with the loss and
-the graph released and the garbage collected, the storages still alive are exactly those of
+the graph released (by reference counts alone: a storage kept by a reference cycle waits for
+the garbage collector, and counts as kept), the storages still alive are exactly those of
 the parameters, buffers and input and of their gradients (views and detached aliases of
 them share those storages): the unwrapped model leaves nothing else (checked on each
 example too), and the checkpointed model, on a drawn module stack
@@ -21,7 +22,6 @@ Reach (each example): the checkpointed backward makes more tensors than the unwr
 
 from __future__ import annotations
 
-import gc
 import weakref
 from typing import Any
 
@@ -63,7 +63,6 @@ def _left_alive(model: nn.Module, x: torch.Tensor) -> tuple[list[str], int]:
     with made:
         out.backward()
     del out
-    gc.collect()
     held = [*model.parameters(), *model.buffers(), x]
     kept = {t.untyped_storage().data_ptr()
             for t in (*held, *(h.grad for h in held if h.grad is not None))}
