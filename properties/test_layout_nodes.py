@@ -62,11 +62,12 @@ from refimpl.expect.layout_nodes import (
     layout_strides,
     planned_layout,
 )
+from refimpl.expect.layout_report import inductor_rule
 from refimpl.oracle import component
 from refimpl.oracle.backend import provided_by
 from refimpl.properties.reach import reach
 from refimpl.properties.test_layout_plan import STEPS, VIEWS, WRITES, ConvChain, ViewedConv, trace
-from refimpl.properties.test_layout_strength import eager_convs, inductor_converts
+from refimpl.properties.test_layout_strength import eager_convs
 from refimpl.strategies.nets import INPUT_LAYOUTS, conv_nets, devices, laid_out_input_nets, lay_out
 
 #: in-place ops outside the layout-agnostic table: eager-layout consumers that write into
@@ -179,7 +180,7 @@ def copies(inputs: list) -> list:
 
 def expected_plan(module, x, gm: fx.GraphModule, record) -> LayoutPlanned:
     """The rule's plan, or nothing when inductor's rule leaves the graph alone."""
-    converts = inductor_converts(eager_convs(module, x), len(gm.graph.nodes), inference=True)
+    converts = inductor_rule(eager_convs(module, x), len(gm.graph.nodes), is_inference=True)
     return planned_layout(record) if converts else LayoutPlanned([])
 
 

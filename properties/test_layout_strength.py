@@ -46,14 +46,13 @@ from hypothesis import strategies as st
 from torch import fx, nn
 
 from refimpl.expect.layout import ConvCall, inductor_conv_class, inductor_decides
+from refimpl.expect.layout_report import NODES_PER_CONV, inductor_rule
 from refimpl.flops.formulas.conv import conv_flops
 from refimpl.properties.layout_component import layout_compile, layout_converts, layout_seen
 from refimpl.properties.reach import reach
 from refimpl.strategies.nets import TieSpec, conv_nets, devices, exact_tie_nets
 
 #: inductor's channels-last cost per conv class (torch/_inductor/graph.py, decide_layout_opt).
-MULTIPLIER = {"grouped": 1.358, "small": 0.783, "in_out": 0.725, "default": 0.823}
-MAX_NODES_PER_CONV = 300
 
 
 @dataclass(frozen=True)
@@ -99,16 +98,6 @@ def eager_convs(module: nn.Module, x: torch.Tensor) -> list[Conv]:
     return found
 
 
-def inductor_converts(convs: list[Conv], node_count: int, inference: bool) -> bool:
-    if not convs or node_count >= MAX_NODES_PER_CONV * len(convs):
-        return False
-    if inference:
-        total = sum(c.flops for c in convs)
-        return sum(c.flops * MULTIPLIER[c.kind] for c in convs) <= total
-    kinds = {c.kind for c in convs}
-    return not ({"grouped", "in_out"} & kinds) and kinds != {"small"}
-
-
 def assert_decision(backend, converted: bool, expected: bool, whose: str, training: bool,
                     convs: list[Conv], reproduce: str = "") -> None:
     """Reach (a conversion happened), then: the backend converted iff ``whose`` rule says."""
@@ -125,7 +114,7 @@ def check(backend, spec, training: bool, device: str) -> None:
     convs = eager_convs(module, x)
     assume(convs[0].visible)
     gm = fx.symbolic_trace(module)
-    expected = inductor_converts(convs, len(gm.graph.nodes), inference=not training)
+    expected = inductor_rule(convs, len(gm.graph.nodes), is_inference=not training)
     converted = layout_converts(backend, module, x, training)
     assert_decision(backend, converted, expected, "inductor's rule", training, convs,
                     f"\nreproduce: {spec!r}")
@@ -177,7 +166,7 @@ def test_each_conv_class_decides_as_inductor(refimpl_backend, net, training, dev
     module, x = module.to(device).train(training), x.to(device)
     convs = eager_convs(module, x)
     gm = fx.symbolic_trace(module)
-    expected = inductor_converts(convs, len(gm.graph.nodes), inference=not training)
+    expected = inductor_rule(convs, len(gm.graph.nodes), is_inference=not training)
     converted = layout_converts(refimpl_backend, module, x, training)
     assert_decision(refimpl_backend, converted, expected, "inductor's rule", training, convs)
 
@@ -225,8 +214,8 @@ def test_conv_class_boundaries_decide_as_inductor(refimpl_backend, size, device)
         module = OneConv(in_ch, out_ch, kernel, groups).to(device).train(training)
         x = torch.randn(1, in_ch, size, size, device=device)
         convs = eager_convs(module, x)
-        expected = inductor_converts(convs, len(fx.symbolic_trace(module).graph.nodes),
-                                     inference=not training)
+        expected = inductor_rule(convs, len(fx.symbolic_trace(module).graph.nodes),
+                                 is_inference=not training)
         converted = layout_converts(refimpl_backend, module, x, training)
         converted_any |= converted
         assert converted == expected, (
@@ -245,13 +234,13 @@ def test_nodes_per_conv_limit_as_inductor(refimpl_backend, convs, below, device)
     (:func:`~refimpl.properties.layout_component.layout_seen`): the traced module for a pass,
     two more a conv for inductor (its graph takes each conv's weight and bias as inputs), so
     the drawn range straddles the limit for both."""
-    nodes = MAX_NODES_PER_CONV * convs - below
+    nodes = NODES_PER_CONV * convs - below
     torch.manual_seed(0)
     module = ConvThenChain(convs, nodes - convs - 2).to(device).eval()
     x = torch.randn(1, 72, 4, 4, device=device)
     assert len(fx.symbolic_trace(module).graph.nodes) == nodes  # the module's own arithmetic
     seen = layout_seen(refimpl_backend, module, x, False)
-    expected = inductor_converts(eager_convs(module, x), seen.node_count, inference=True)
+    expected = inductor_rule(eager_convs(module, x), seen.node_count, is_inference=True)
     reach(seen.converted)
     assert seen.converted == expected, (
         f"{refimpl_backend.name} optimize_layout converted={seen.converted}, inductor's rule "
@@ -323,8 +312,8 @@ def _form_decision(backend, conv, form: str, graph: str, positional: int,
     with torch.no_grad():
         out = module(x)
     convs = [Conv(tuple(module.conv.weight.shape), conv[3], tuple(x.shape), tuple(out.shape))]
-    expected = inductor_converts(convs, len(fx.symbolic_trace(module).graph.nodes),
-                                 inference=not training)
+    expected = inductor_rule(convs, len(fx.symbolic_trace(module).graph.nodes),
+                             is_inference=not training)
     if graph == "traced":
         return layout_converts(backend, module, x, training), expected, convs
     compiled, seen = layout_compile(backend, module, device)

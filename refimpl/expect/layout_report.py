@@ -20,6 +20,7 @@ Invariant: every expectation is a function of eager's values and the graph's cal
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,9 +86,10 @@ def eager_conv_sites(gm: fx.GraphModule, record: list[EagerNode]) -> list[EagerC
     return sites
 
 
-def inductor_rule(sites: list[EagerConvSite], node_count: int, is_inference: bool) -> bool:
-    """Inductor's rule with its defaults (as properties/test_layout_strength.py states it,
-    without inductor's mkldnn-on-CPU shortcut): no conv, or at least
+def inductor_rule(sites: Sequence[Any], node_count: int, is_inference: bool) -> bool:
+    """Inductor's rule with its defaults, without inductor's mkldnn-on-CPU shortcut, over
+    conv sites that each have ``flops`` and ``kind`` (:class:`EagerConvSite` or the layout
+    strength properties' own): no conv, or at least
     :data:`NODES_PER_CONV` nodes a conv: no; inference: the FLOP-weighted cost is at most
     the FLOPs; training: no grouped or in_out conv, and not every conv small."""
     if not sites or node_count >= NODES_PER_CONV * len(sites):
