@@ -98,20 +98,19 @@ def test_a_run_cut_short_keeps_what_ended_and_resume_runs_only_the_rest(tmp_path
     assert [results[name]["status"] for name in sorted(results)] == [0, 0, 0]
 
 
-STOPS_ON_SIGINT = '''
-import sys, time, pathlib
-try:
-    time.sleep(120)
-except KeyboardInterrupt:
-    pathlib.Path(sys.argv[1]).write_text("wrote what it had")
-    sys.exit(3)
-'''
+#: a step that writes what it has and exits 3 on SIGINT. sh installs its trap within a
+#: millisecond of starting (a Python child, on a loaded machine, was sent SIGINT before its
+#: KeyboardInterrupt handler existed, and died of it without writing); `wait` lets the trap
+#: run at once instead of after the sleep. $0 is the file to write.
+STOPS_ON_SIGINT = ("sh", "-c",
+                   "trap 'printf \"wrote what it had\" > \"$0\"; exit 3' INT; "
+                   "sleep 120 & wait $!")
 
 
 def test_a_step_past_its_budget_is_sent_sigint_and_recorded_as_timed_out(tmp_path: Path):
     wrote = tmp_path / "wrote"
-    step = gpu_steps.Step("slow", "a slow step", (sys.executable, "-c", STOPS_ON_SIGINT,
-                                                  str(wrote)), budget_s=1, phase=0)
+    step = gpu_steps.Step("slow", "a slow step", (*STOPS_ON_SIGINT, str(wrote)), budget_s=2,
+                          phase=0)
     seen = []
     results = gpu_steps.run_steps([step], tmp_path / "out", tmp_path / "work",
                                   lambda s, status, cut: {"seen": [status, cut]},
@@ -119,7 +118,7 @@ def test_a_step_past_its_budget_is_sent_sigint_and_recorded_as_timed_out(tmp_pat
     assert wrote.read_text() == "wrote what it had"  # SIGINT, not SIGKILL
     result = results["slow"]
     assert (result["status"], result["timed_out"], result["seen"]) == (3, True, [3, True])
-    assert 1 <= result["seconds"] < 30
+    assert 2 <= result["seconds"] < 30
     assert seen == [result]
     assert json.loads((tmp_path / "out" / "slow.json").read_text()) == result
 
