@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from refimpl.cli import main
-from refimpl.fuzz.options import FuzzOptions
+from refimpl.fuzz.options import COMPONENTS, FuzzOptions
 from tests.test_fuzz import SUITE, _run, write_suite
 
 
@@ -46,6 +46,18 @@ def test_duplicate_components_are_deduplicated(capsys):
     assert args.component == ("flops", "cse")
     with pytest.raises(ValueError, match="at most once"):
         FuzzOptions(components=("cse", "cse"))
+
+
+def test_a_repeated_component_option_names_the_union():
+    """``--component flops --component partition`` runs both (it ran partition alone: the
+    last option silently replaced the first); the default is all of them."""
+    from refimpl.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["fuzz", "--component", "flops", "--component", "partition,flops"]
+                 ).component == ("flops", "partition")
+    assert parse(["fuzz"]).component == COMPONENTS
+    assert parse(["fuzz", "--component", "cse"]).component == ("cse",)
 
 
 def _free_port() -> int:

@@ -58,6 +58,16 @@ def _components(text: str) -> tuple[str, ...]:
     return names
 
 
+class _AddComponents(argparse.Action):
+    """``--component`` given more than once names the union of its subsets, in order
+    (argparse's plain store would keep the last one alone, silently)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        so_far = getattr(namespace, self.dest)
+        chosen = () if so_far is self.default else so_far
+        setattr(namespace, self.dest, tuple(dict.fromkeys((*chosen, *values))))
+
+
 def _positive(kind):
     def parse(text: str):
         try:
@@ -83,7 +93,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"{', '.join(builtin_target_names())}, or package.module:attribute "
                              "(default: refimpl)")
     parser.add_argument("--component", type=_components, default=COMPONENTS,
-                        help=f"comma-separated subset of {','.join(COMPONENTS)} (default: all)")
+                        action=_AddComponents,
+                        help=f"comma-separated subset of {','.join(COMPONENTS)}; given more "
+                             "than once, the union (default: all)")
     bound = parser.add_mutually_exclusive_group()
     bound.add_argument("--max-examples", type=_positive(int), default=None,
                        help="examples per property (default: 10)")
