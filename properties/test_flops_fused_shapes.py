@@ -63,7 +63,7 @@ def test_fused_attention_counts_cross_attention_and_refuses_other_batches(
                          f"counted {counter.get_total_flops()} instead of refusing")
 
 
-@given(st.integers(1, 3), st.integers(1, 3), st.lists(st.integers(1, 4), min_size=1,
+@given(st.integers(1, 3), st.integers(1, 3), st.lists(st.integers(1, 4), min_size=2,
                                                       max_size=3))
 def test_fused_attention_on_nested_sequences_counts_each_sequence(refimpl_backend, heads,
                                                                   head_dim, lengths):
