@@ -3,6 +3,7 @@ as a backend author's suite sees it (both in subprocesses, as users run them).""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -64,6 +65,22 @@ def skipped_for_want_of_cuda(row: dict) -> bool:
     never reached the target). On a GPU machine no row may say so."""
     skipped = row["outcome"] == "skipped" and "needs a CUDA device" in (row["reason"] or "")
     assert not (skipped and torch.cuda.is_available()), f"skipped on a GPU machine: {row}"
+    return skipped
+
+
+#: optional packages a property skips without (its skip reason names the package)
+OPTIONAL_PACKAGES = ("transformers", "torchvision")
+
+
+def skipped_for_want_of_a_package(row: dict) -> bool:
+    """A report row of a property skipped because an optional package it needs (one of
+    :data:`OPTIONAL_PACKAGES`, named in the reason) is not installed here: it never reached
+    the target. Where the package is installed no row may say so."""
+    reason = row["reason"] or ""
+    named = [p for p in OPTIONAL_PACKAGES if f"need {p}" in reason or f"needs {p}" in reason]
+    skipped = row["outcome"] == "skipped" and bool(named)
+    missing = all(importlib.util.find_spec(p) is None for p in named)
+    assert not (skipped and not missing), f"skipped with {named} installed: {row}"
     return skipped
 
 
