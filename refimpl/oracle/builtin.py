@@ -51,14 +51,16 @@ class RefimplBackend:
             model(*inputs)
         return counter.get_total_flops()
 
-    def compile(self, fn, *, memory_budget=None):
+    def compile(self, fn, *, memory_budget=None, **options):
         """refimpl's partitioner at ``memory_budget``, with the solver and the runtime
         estimator torch's partitioner config names (``activation_memory_budget_solver``:
         refimpl's exact solver while it is unset; ``..._runtime_estimator``), so a property
-        that sets torch's config asks both targets the same."""
+        that sets torch's config asks both targets the same. ``options``: refimpl's own
+        :class:`PartitionOptions` fields torch has no config for (``profile_repeats``,
+        ``solver_time_limit``), which properties/test_partition_api_options.py checks."""
         config = PartitionOptions.from_torch_config()
         return refimpl_compile(fn, memory_budget=memory_budget, solver=config.solver,
-                               runtime_estimator=config.runtime_estimator)
+                               runtime_estimator=config.runtime_estimator, **options)
 
     def explain(self, fn, *args, memory_budget=None):
         """The :class:`~refimpl.partition.plan.Plan` :meth:`compile` makes for ``fn(*args)``

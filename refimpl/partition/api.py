@@ -87,16 +87,18 @@ def _run_with_plan(compiled: Callable[..., Any], backend: DynamoBackend, fn: Cal
 
 
 def compile(fn: Callable[..., Any], *, memory_budget: float | None = None,
-            runtime_estimator: str = "flops", solver: str = DEFAULT_SOLVER
-            ) -> Callable[..., Any]:
+            runtime_estimator: str = "flops", solver: str = DEFAULT_SOLVER,
+            **options: Any) -> Callable[..., Any]:
     """``fn`` compiled through dynamo and AOTAutograd with refimpl's partitioner: a
     training-capable callable (outputs and gradients as eager). ``memory_budget`` in
     [0, 1] (None: 1.0); ``runtime_estimator`` "flops" or "profile"; ``solver`` "exact"
-    (default), "brute", or torch's knapsack heuristics "dp", "ilp", "greedy". Every call
-    runs refimpl's plan or raises (module docstring), however often ``fn`` is compiled."""
+    (default), "brute", or torch's knapsack heuristics "dp", "ilp", "greedy"; ``options``:
+    the other :class:`PartitionOptions` fields by keyword (``profile_repeats``,
+    ``solver_time_limit``, ``cse``, ``optimize_layout``), checked here. Every call runs
+    refimpl's plan or raises (module docstring), however often ``fn`` is compiled."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    backend = DynamoBackend(_options(memory_budget, runtime_estimator, solver))
+    backend = DynamoBackend(_options(memory_budget, runtime_estimator, solver, **options))
     compiled = torch.compile(fresh_entry(fn), backend=backend)
 
     @functools.wraps(fn)

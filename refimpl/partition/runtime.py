@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 from torch import fx
+from torch.utils._mode_utils import no_dispatch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from refimpl.partition.cost import flops_runtime, meta_args
@@ -113,7 +114,7 @@ def _event_times(call: Callable[[], Any], flush: torch.Tensor, runs: int) -> lis
     return [start.elapsed_time(end) for start, end in pairs]
 
 
-def profile_runtime(node: fx.Node, repeats: int = 5) -> float:
+def profile_runtime(node: fx.Node, repeats: int) -> float:
     """Seconds of the node run alone on random inputs of its recorded shapes, timed by
     :func:`time_call` (0 for non-op nodes)."""
     if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
@@ -122,12 +123,15 @@ def profile_runtime(node: fx.Node, repeats: int = 5) -> float:
     outputs = [t for t in tree_leaves(node.meta.get("val")) if isinstance(t, torch.Tensor)]
     device = outputs[0].device if outputs else None  # a tuple's too (e.g. a backward op's)
     real = lambda a: _materialise(a, _device_of(a, device))
-    args, kwargs = tree_map(real, fake_args), tree_map(real, fake_kwargs)
-    try:
-        return time_call(lambda: node.target(*args, **kwargs), device, repeats)
-    except Exception as exc:
-        raise RuntimeError(f"runtime_estimator='profile' could not time node {node.name} "
-                           f"({node.target}): {exc}") from exc
+    # the partitioner runs inside AOTAutograd's fake mode: without leaving it, "real"
+    # tensors would be fake ones, and the timing that of fake dispatch (no kernel runs)
+    with no_dispatch():
+        args, kwargs = tree_map(real, fake_args), tree_map(real, fake_kwargs)
+        try:
+            return time_call(lambda: node.target(*args, **kwargs), device, repeats)
+        except Exception as exc:
+            raise RuntimeError(f"runtime_estimator='profile' could not time node "
+                               f"{node.name} ({node.target}): {exc}") from exc
 
 
 def call_signature(node: fx.Node) -> tuple:
@@ -155,7 +159,7 @@ def shared_profile(repeats: int) -> Callable[[fx.Node], float]:
     return estimate
 
 
-def runtime_estimator(name: str, repeats: int = 5) -> Callable[[fx.Node], float]:
+def runtime_estimator(name: str, repeats: int) -> Callable[[fx.Node], float]:
     """The per-node runtime function for ``PartitionOptions.runtime_estimator``."""
     if name == "flops":
         return flops_runtime

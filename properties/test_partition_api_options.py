@@ -1,0 +1,185 @@
+"""A partitioner's own options, through the backend under test's ``compile``.
+
+A target may take partitioner options torch has no config for by keyword,
+``compile(fn, memory_budget=..., **options)`` (refimpl: ``profile_repeats``,
+``solver_time_limit``; the meaning is docs/design.md's and ``refimpl.PartitionOptions``').
+A target whose ``compile`` takes no keyword options (torch's) is skipped, with the reason.
+
+* ``profile_repeats`` under the ``"profile"`` runtime estimator: each distinct call the
+  estimator times (an op on inputs of the same shapes, strides, dtypes and devices) is run
+  once to warm up and then ``profile_repeats`` times, on inputs of the recorded shapes,
+  strides, dtype and device; calls with the same signature share one timing. The program
+  calls a custom op (``refimpl_props::counted_mm``) that records every real call; the calls
+  made while the first compiled forward runs are the timing's and the forward's own.
+* ``solver_time_limit``: a limit no solve can meet (1e-9 s) at a budget that makes the
+  exact solver choose raises an error naming ``solver_time_limit``; a generous one plans.
+* A bad value (``profile_repeats`` < 1 or not an int; ``solver_time_limit`` <= 0, infinite,
+  NaN or not a number) is refused by ``compile`` in one line naming the option, never
+  clamped (docs/design.md: bad input is an error naming the argument).
+
+Reach (``refimpl.properties.reach``): the program has two calls of one signature (shared
+timing) for the first property; every example of the others is the case it is for.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections import Counter
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from refimpl.oracle import component
+from refimpl.properties.reach import reach
+
+#: every real call of the custom op: (shape, stride, dtype, device) of each argument
+CALLS: list[tuple] = []
+
+
+@torch.library.custom_op("refimpl_props::counted_mm", mutates_args=())
+def counted_mm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``x @ w``, recording the call's signature in :data:`CALLS`."""
+    CALLS.append(tuple((tuple(t.shape), t.stride(), t.dtype, str(t.device)) for t in (x, w)))
+    return x @ w
+
+
+@counted_mm.register_fake
+def _(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x.new_empty(x.shape[0], w.shape[1])
+
+
+def _backward(ctx, grad: torch.Tensor):
+    x, w = ctx.saved_tensors
+    return grad @ w.t(), x.t() @ grad
+
+
+def _save(ctx, inputs, output) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+counted_mm.register_autograd(_backward, setup_context=_save)
+
+
+def takes_options(backend) -> None:
+    """Skip (with the reason) a target whose ``compile`` takes no keyword options."""
+    compile_fn = component(backend, "compile")
+    params = inspect.signature(compile_fn).parameters.values()
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        pytest.skip(f"backend {backend.name!r}: compile takes no partitioner options")
+
+
+@st.composite
+def counted_programs(draw):
+    """(fn, inputs, signatures): ``x`` times two weights of one shape (two calls of one
+    signature, or one call), and optionally a third weight of another width; the weights
+    transposed or not (strides), float32 or float64."""
+    dtype = draw(st.sampled_from([torch.float32, torch.float64]))
+    n, width, out = draw(st.integers(2, 6)), draw(st.integers(2, 6)), draw(st.integers(2, 6))
+    same = draw(st.integers(1, 2))
+    other = draw(st.sampled_from([None, out + 1]))
+    transposed = draw(st.booleans())
+
+    def weight(cols: int) -> torch.Tensor:
+        w = torch.randn(cols, width, dtype=dtype).t() if transposed else \
+            torch.randn(width, cols, dtype=dtype)
+        return w.requires_grad_()
+
+    x = torch.randn(n, width, dtype=dtype, requires_grad=True)
+    weights = [weight(out) for _ in range(same)] + ([weight(other)] if other else [])
+
+    def fn(x, *ws):
+        return sum(counted_mm(x, w).cos().sum() for w in ws)
+
+    return fn, [x, *weights]
+
+
+def signature(t: torch.Tensor) -> tuple:
+    return (tuple(t.shape), t.stride(), t.dtype, str(t.device))
+
+
+@given(program=counted_programs(), repeats=st.integers(1, 4),
+       budget=st.sampled_from([0.5, 1.0]))
+def test_partition_profile_times_each_call_signature_repeats_times(refimpl_backend, program,
+                                                                   repeats, budget):
+    takes_options(refimpl_backend)
+    fn, inputs = program
+    x, weights = inputs[0], inputs[1:]
+    forward = [(signature(x), signature(w)) for w in weights]
+    reach(len(set(forward)) < len(forward))
+    torch._dynamo.reset()
+    with torch._functorch.config.patch(activation_memory_budget_runtime_estimator="profile"):
+        compiled = component(refimpl_backend, "compile")(fn, memory_budget=budget,
+                                                         profile_repeats=repeats)
+        CALLS.clear()
+        compiled(*inputs)  # the first call compiles (and times), then runs the forward
+    expected = Counter(forward)
+    for call in set(forward):
+        expected[call] += 1 + repeats  # a warm-up, then the repeats, once per signature
+    assert Counter(CALLS) == expected, (
+        f"profile_repeats={repeats}, budget={budget}, forward calls {forward}: expected the "
+        f"op called (forward and timing) {dict(expected)}, observed {dict(Counter(CALLS))}")
+
+
+def matmul_chain(x, w1, w2):
+    return ((x @ w1).cos() @ w2).sin().sum()
+
+
+def chain_inputs(n: int) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    return [torch.randn(n, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True),
+            torch.randn(8, 8, requires_grad=True)]
+
+
+@given(n=st.integers(2, 8), tight=st.booleans(), budget=st.sampled_from([0.3, 0.5]))
+def test_partition_solver_time_limit_is_honoured(refimpl_backend, n, tight, budget):
+    takes_options(refimpl_backend)
+    reach(True)
+    limit = 1e-9 if tight else 30.0
+    inputs = chain_inputs(n)
+    torch._dynamo.reset()
+    compiled = component(refimpl_backend, "compile")(matmul_chain, memory_budget=budget,
+                                                     solver_time_limit=limit)
+    try:
+        out = compiled(*inputs)
+    except Exception as exc:  # the target's own type, or dynamo's wrapper around it
+        assert tight and "solver_time_limit" in str(exc), (
+            f"solver_time_limit={limit}, memory_budget={budget}, n={n}: compile raised "
+            f"{type(exc).__name__}: {str(exc)[:300]}")
+        return
+    assert not tight, (f"solver_time_limit={limit}s at memory_budget={budget}, n={n}: the "
+                       "solve finished (expected an error naming solver_time_limit)")
+    assert torch.equal(out, matmul_chain(*chain_inputs(n))), "the compiled forward differs"
+
+
+#: values each option refuses: (option, value)
+BAD_OPTIONS = st.one_of(
+    st.tuples(st.just("profile_repeats"),
+              st.one_of(st.integers(max_value=0), st.sampled_from([True, False, 1.5, 2.0,
+                                                                   "3", None]))),
+    st.tuples(st.just("solver_time_limit"),
+              st.one_of(st.floats(max_value=0.0), st.integers(max_value=0),
+                        st.sampled_from([math.inf, math.nan, "1", True, None, 1j]))),
+)
+
+
+@given(bad=BAD_OPTIONS, good_repeats=st.integers(1, 3), good_limit=st.floats(0.001, 1e6))
+def test_partition_refuses_bad_partitioner_options(refimpl_backend, bad, good_repeats,
+                                                  good_limit):
+    takes_options(refimpl_backend)
+    reach(True)
+    name, value = bad
+    options = {"profile_repeats": good_repeats, "solver_time_limit": good_limit, name: value}
+    compile_fn = component(refimpl_backend, "compile")
+    try:
+        compile_fn(matmul_chain, memory_budget=0.5, **options)(*chain_inputs(2))
+    except Exception as exc:  # the target's own type (refimpl: ValueError, through blame)
+        message = str(exc)
+    else:
+        raise AssertionError(f"{name}={value!r} was accepted (expected an error naming it)")
+    assert f"{name}={value!r}" in message and "\n" not in message, (
+        f"{name}={value!r}: refused with {message!r} (expected one line naming {name})")
+    compile_fn(matmul_chain, memory_budget=1.0, profile_repeats=good_repeats,
+               solver_time_limit=good_limit)  # the good values alone are accepted
