@@ -539,3 +539,119 @@ def test_mincut_108_owner_ne_node_is_owner_is_not_node():
         for node in nodes:
             owner = graph.by_name[node.storage]
             assert operator.ne(owner, node) == (owner is not node), node.name
+
+
+# --- seed 553120032's partition survivors shown equivalent (partition helper A, round 6)
+
+
+def test_candidates_124_role_is_forward_is_role_eq_forward():
+    """``refimpl/partition/candidates.py:124``, ``n.role == "forward"`` -> ``n.role is
+    "forward"`` in ``runtime_bans``: as for ``candidates.py:82``, every role is one of
+    ``_roles``'s interned string literals, so identity and equality agree on every node,
+    and ``runtime_bans`` selects the same nodes under both."""
+    assert _role_literals() == set(ROLES)
+    for role in ROLES:
+        assert role is sys.intern(role), role
+    for graph in _graphs():
+        for node in graph.forward_side():
+            assert operator.is_(node.role, "forward") == (node.role == "forward"), node
+        assert candidates.runtime_bans(graph)  # the filter selects something here
+
+
+def test_candidates_138_role_gt_forward_is_role_ne_forward():
+    """``refimpl/partition/candidates.py:138``, ``node.role != "forward"`` -> ``node.role >
+    "forward"`` in ``items``: the loop runs over ``graph.forward_side()``, whose roles are
+    "primal" and "forward" only; "primal" sorts after "forward", so on both roles ``>``
+    answers as ``!=``. (Only "backward" would tell them apart, and it never reaches it.)"""
+    assert [r for r in ROLES if (r > "forward") != (r != "forward")] == ["backward"]
+    for graph in _graphs():
+        side = graph.forward_side()
+        assert {n.role for n in side} == set(FORWARD_SIDE_ROLES)
+        assert [n for n in side if n.role > "forward"] == [
+            n for n in side if n.role != "forward"]
+
+
+#: the ops an FX node of a graph's node list can have (torch.fx's legal ops but "root",
+#: which only the graph's sentinel carries; the sentinel is never in ``graph.nodes``)
+FX_NODE_OPS = ("placeholder", "call_method", "call_module", "call_function", "get_attr",
+               "output")
+
+
+def test_fx_edge_41_and_109_op_ge_placeholder_is_op_eq_placeholder():
+    """``refimpl/partition/fx_edge.py:41`` (``_is_tangent``) and ``:109``
+    (``_input_aliases``), ``node.op == "placeholder"`` -> ``node.op >= "placeholder"``:
+    both test the nodes of ``gm.graph.nodes``, whose ``op`` is one of torch.fx's legal
+    ops; of them only "root" sorts after "placeholder", and "root" is the op of the
+    graph's sentinel alone, which ``graph.nodes`` never yields. So ``>=`` selects exactly
+    the placeholders, on every node of every graph (checked on joint graphs that hold
+    every op kind AOTAutograd emits)."""
+    from torch.fx.node import _legal_ops
+
+    assert set(_legal_ops) == {*FX_NODE_OPS, "root"}
+    assert [op for op in _legal_ops if (op >= "placeholder") != (op == "placeholder")] \
+        == ["root"]
+    args = (torch.randn(3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True))
+    joint, _ = fx_edge.trace_joint(_program, *args)
+    ops = {node.op for node in joint.graph.nodes}
+    assert "root" not in ops and ops <= set(FX_NODE_OPS), ops
+    for node in joint.graph.nodes:
+        assert (node.op >= "placeholder") == (node.op == "placeholder"), node
+
+
+def test_graph_48_every_joint_node_refimpl_makes_names_its_runtime():
+    """``refimpl/partition/graph.py:48``, ``runtime: float = 0.0`` -> another default: the
+    one place refimpl makes a JointNode (``fx_edge.joint_graph_from_fx``, AST-checked over
+    the package) passes ``runtime=``, so no graph refimpl builds reads the default."""
+    package = importlib.import_module("refimpl.partition").__path__[0]
+    calls = []
+    for path in sorted(pathlib.Path(package).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "JointNode":
+                calls.append((path.name, {k.arg for k in node.keywords}))
+    assert len(calls) == 1 and calls[0][0] == "fx_edge.py" and "runtime" in calls[0][1], calls
+    assert JointNode.__dataclass_fields__["runtime"].default == 0.0
+
+
+def test_mincut_95_level_ge_one_is_level_ge_zero_off_the_source():
+    """``refimpl/partition/mincut.py:95``, ``d >= 0`` -> ``d >= 1`` in
+    ``max_flow_source_side``: BFS gives level 0 to the source alone, so the two source
+    sides differ only by the source vertex, which ``min_cut_saves`` numbers
+    ``2 * len(side)``, past every node's vertices ``2i`` and ``2i + 1`` that it reads. So
+    the saved names agree (checked on every network of the graphs below, with the source
+    side computed both ways)."""
+    for graph in _graphs():
+        side = graph.forward_side()
+        banned = candidates.hard_bans(graph) | candidates.runtime_bans(graph)
+        for ban in (set(), banned):
+            net = mincut.Network(2 * len(side) + 2)
+            index = {n.name: i for i, n in enumerate(side)}
+            source, sink = 2 * len(side), 2 * len(side) + 1
+            for name in graph.read_by_backward():
+                net.add_edge(2 * index[name] + 1, sink, 10**9)
+            for i, node in enumerate(side):
+                net.add_edge(2 * i, 2 * i + 1, node.bytes if node.savable else 10**9)
+                if node.role == "primal" or node.name in ban:
+                    net.add_edge(source, 2 * i, 10**9)
+                for user in node.users:
+                    if user in index:
+                        net.add_edge(2 * i + 1, 2 * index[user], 10**9)
+            _, reach = mincut.max_flow_source_side(net, source, sink)
+            level = net.levels(source)
+            assert [v for v, d in enumerate(level) if d == 0] == [source]
+            at_least_one = {v for v, d in enumerate(level) if d >= 1}
+            assert reach - at_least_one == {source}
+            count = len(side)
+            assert [i for i in range(count) if 2 * i in reach and 2 * i + 1 not in reach] \
+                == [i for i in range(count) if 2 * i in at_least_one
+                    and 2 * i + 1 not in at_least_one]
+
+
+def test_region_52_len_ne_one_is_len_gt_one_past_the_empty_case():
+    """``refimpl/partition/region.py:52``, ``len(budgets) > 1`` -> ``len(budgets) != 1`` in
+    ``effective_budget``: the line runs only after ``if not budgets: return``, so
+    ``len(budgets) >= 1`` there, where ``!= 1`` and ``> 1`` agree (checked on every length
+    the line can see up to 64, and on the source's order of the two tests)."""
+    for length in range(1, 65):
+        assert (length != 1) == (length > 1), length
+    source = inspect.getsource(region.effective_budget)
+    assert source.index("if not budgets:") < source.index("if len(budgets) > 1:")
