@@ -15,6 +15,9 @@ the report's own code:
   force); ``bound_bytes``: ``floor(min + budget x (max - min))``;
 * ``recompute_cost`` (the ``"flops"`` estimator): the FLOPs the compiled backward runs
   beyond the no-recompute reference's (torch's FlopCounterMode);
+* ``explain_many(fn, *args, memory_budgets=[budget, 1.0])``, where the target has it (one
+  trace, a plan per budget): the first plan's fields and summary as ``explain``'s above, the
+  second's bytes those of the budget-1.0 compile;
 * ``summary()``: five lines, written out here from those measured figures (bytes in MiB to
   two decimals, ``2**20`` bytes a MiB; the recompute cost as ``%g``).
 
@@ -105,3 +108,16 @@ def test_partition_plan_report_reads_the_compiled_plan(refimpl_backend, spec, as
     wanted = expected_summary(plan, budget, saved, bound, low, high, recomputed)
     lines = plan.summary().split("\n")
     assert lines == wanted, f"{why}\nsummary: expected\n{wanted}\nobserved\n{lines}"
+    explain_many = getattr(refimpl_backend, "explain_many", None)
+    if explain_many is not None:  # one trace, the same plans as the measured compiles
+        with torch._functorch.config.patch(
+                activation_memory_budget_runtime_estimator="flops"):
+            many = explain_many(fn, *spec.inputs(0), memory_budgets=[budget, 1.0])
+        at_one = {"memory_budget": 1.0, "saved_bytes": high, "min_bytes": low,
+                  "max_bytes": high, "bound_bytes": high}
+        observed_many = [{name: getattr(p, name) for name in wanted_fields}
+                         for p, wanted_fields in zip(many, (fields, at_one))]
+        assert observed_many == [fields, at_one], (
+            f"{why}\nexplain_many(memory_budgets=[{budget}, 1.0]): expected {[fields, at_one]}"
+            f" (measured on the compiled function), observed {observed_many}")
+        assert many[0].summary().split("\n") == wanted, f"{why}\nexplain_many's summary"

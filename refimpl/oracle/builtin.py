@@ -19,6 +19,7 @@ from refimpl.flops.counter import FlopCounterMode as RefimplFlopCounterMode
 from refimpl.layout import LayoutOptions, optimize_layout
 from refimpl.partition.api import compile as refimpl_compile
 from refimpl.partition.api import explain as refimpl_explain
+from refimpl.partition.api import explain_many as refimpl_explain_many
 from refimpl.partition.api import fresh_entry
 from refimpl.partition.options import PartitionOptions
 
@@ -69,6 +70,15 @@ class RefimplBackend:
         config = PartitionOptions.from_torch_config()
         return refimpl_explain(fn, *args, memory_budget=memory_budget, solver=config.solver,
                                runtime_estimator=config.runtime_estimator)
+
+    def explain_many(self, fn, *args, memory_budgets):
+        """One :class:`~refimpl.partition.plan.Plan` per budget from one trace of ``fn(*args)``
+        (``refimpl.partition.api.explain_many``), each the plan :meth:`explain` makes at that
+        budget, under the same solver and runtime estimator of torch's partitioner config."""
+        config = PartitionOptions.from_torch_config()
+        return refimpl_explain_many(fn, *args, memory_budgets=memory_budgets,
+                                    solver=config.solver,
+                                    runtime_estimator=config.runtime_estimator)
 
     def checkpoint(self, module, **options):
         """refimpl's composable checkpoint; ``options`` as torch's (``context_fn``, ...)."""
