@@ -21,6 +21,7 @@ from refimpl.partition.api import compile as refimpl_compile
 from refimpl.partition.api import explain as refimpl_explain
 from refimpl.partition.api import explain_many as refimpl_explain_many
 from refimpl.partition.api import fresh_entry
+from refimpl.partition.api import memory_efficient_fusion as refimpl_memory_efficient_fusion
 from refimpl.partition.options import PartitionOptions
 
 
@@ -70,6 +71,10 @@ class RefimplBackend:
         config = PartitionOptions.from_torch_config()
         return refimpl_explain(fn, *args, memory_budget=memory_budget, solver=config.solver,
                                runtime_estimator=config.runtime_estimator)
+
+    def memory_efficient_fusion(self, fn):
+        """``refimpl.memory_efficient_fusion``: AOTAutograd with refimpl's partitioner."""
+        return refimpl_memory_efficient_fusion(fn)
 
     def explain_many(self, fn, *args, memory_budgets):
         """One :class:`~refimpl.partition.plan.Plan` per budget from one trace of ``fn(*args)``
@@ -132,6 +137,14 @@ class TorchBackend:
                 return compiled(*args, **kwargs)
 
         return run
+
+    def memory_efficient_fusion(self, fn):
+        """``functorch.compile.memory_efficient_fusion``: AOTAutograd with torch's min-cut
+        partitioner (and its TorchScript compilers)."""
+        # torch's compiler stack: ~1 s to import, loaded on use
+        from functorch.compile import memory_efficient_fusion
+
+        return memory_efficient_fusion(fn)
 
     def checkpoint(self, module, **options):
         # torch.distributed is absent from some torch builds: imported only when asked for
