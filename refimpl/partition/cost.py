@@ -71,11 +71,8 @@ def value_bytes(val: Any) -> int:
         if is_sym(storage):
             return int(optimization_hint(storage))
         return int(storage)
-    if isinstance(val, torch.Tensor):
-        try:
-            return int(val.untyped_storage().nbytes())
-        except (NotImplementedError, RuntimeError):  # e.g. sparse or nested layouts
-            return val.numel() * val.element_size()
+    if isinstance(val, torch.Tensor):  # AOTAutograd's joint graph holds strided tensors
+        return int(val.untyped_storage().nbytes())
     if isinstance(val, list | tuple):
         return sum(value_bytes(v) for v in val)
     return 0
