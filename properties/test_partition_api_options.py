@@ -14,7 +14,7 @@ A target whose ``compile`` takes no keyword options (torch's) is skipped, with t
 * ``solver_time_limit``: a limit no solve can meet (1e-9 s) at a budget that makes the
   exact solver choose raises an error naming ``solver_time_limit``; a generous one plans.
 * A bad value (``profile_repeats`` < 1 or not an int; ``solver_time_limit`` <= 0, infinite,
-  NaN or not a number) is refused by ``compile`` in one line naming the option, never
+  NaN or not a number; ``cse`` or ``optimize_layout`` not a bool) is refused by ``compile`` in one line naming the option, never
   clamped (docs/design.md: bad input is an error naming the argument).
 
 Reach (``refimpl.properties.reach``): the program has two calls of one signature (shared
@@ -162,6 +162,8 @@ BAD_OPTIONS = st.one_of(
     st.tuples(st.just("solver_time_limit"),
               st.one_of(st.floats(max_value=0.0), st.integers(max_value=0),
                         st.sampled_from([math.inf, math.nan, "1", True, None, 1j]))),
+    st.tuples(st.sampled_from(["cse", "optimize_layout"]),
+              st.sampled_from([0, 1, 1.0, "True", None, "false"])),
 )
 
 
