@@ -24,7 +24,16 @@ chains of every op family in each call form, a conv's output viewed and written)
 keyword, groups left out, input by keyword, which is no conv site), and nets whose only conv
 is none a 2-d pass converts. The example values come as the graph gives them: none (the pass
 propagates fake tensors itself), ``meta["val"]`` (make_fx) or ``meta["example_value"]``
-(dynamo). Grad mode is off, or on with the input, the parameters or nothing requiring grad.
+(dynamo). A node the graph gives no value is opaque: the input, where a case hides it, and,
+before torch 2.13, every plain int (``size(1)`` and arithmetic on it), which FakeTensorProp
+does not record. Grad mode is off, or on with the input, the parameters or nothing requiring
+grad.
+
+The pass leaves the example values the graph came with as they were: each original node
+carries the same objects under the same keys afterwards, so a graph given none carries none
+(a pass that propagates values itself takes them off again; left on the graph, a second
+read takes them for a tracer's and a node they miss for an opaque one, which made refimpl's
+report call ``size()`` nodes opaque on torch 2.10, docs/findings.md, "Layout").
 
 A backend that attaches no such report (torch's own passes) is skipped, saying so; so is a
 compiler form.
@@ -69,6 +78,8 @@ CALL_FORMS = ("positional", "groups keyword", "weight keyword", "groups left out
               "input keyword")
 GRAD_MODES = ("off", "off", "input", "parameters", "nothing")
 EXAMPLE_VALUES = ("none", "val", "example_value")
+#: where tracers store a node's example value: make_fx, dynamo
+EXAMPLE_KEYS = ("val", "example_value")
 
 
 class FunctionalConvs(nn.Module):
@@ -220,35 +231,63 @@ class Prepared:
         return inductor_rule(self.sites, self.node_count, self.inference)
 
 
+def bare_nodes(gm: fx.GraphModule, meta: str) -> frozenset[str]:
+    """The nodes (output aside) a graph given example values under ``meta[meta]`` gives none:
+    a pass must take them for opaque. FakeTensorProp records no plain int before torch 2.13
+    (a ``size(1)`` node, and arithmetic on it), so on those releases they are among them."""
+    if meta == "none":
+        return frozenset()
+    return frozenset(n.name for n in gm.graph.nodes if n.op != "output" and meta not in n.meta)
+
+
 def prepare(case, meta: str, grad: str, device: str, hide_input: bool = False) -> Prepared:
     """Record eager's values of ``case``'s graph, then give it example values as ``meta``
     says (with ``hide_input`` and example values, none for the graph's input, as dynamo
-    leaves a node it cannot describe) and make ``grad`` hold."""
+    leaves a node it cannot describe) and make ``grad`` hold. The nodes left without a
+    value (:func:`bare_nodes`) are hidden: eager's record as the pass sees them."""
     what, module, x, gm = case
     module, x = module.to(device), x.to(device)
     x, inference = set_grad(module, x, grad)
     record = eager_nodes(gm, [strided_copy(x)])
     give_example_values(gm, [strided_copy(x)], meta)
-    hidden = frozenset()
     if hide_input and meta != "none":
-        hidden = frozenset(n.name for n in gm.graph.nodes if n.op == "placeholder")
         for node in gm.graph.nodes:
-            if node.name in hidden:
+            if node.op == "placeholder":
                 node.meta.pop(meta)
-        record = without_values(record, hidden)
+    hidden = bare_nodes(gm, meta)
+    record = without_values(record, hidden)
     sites = eager_conv_sites(gm, record)
     where = (f"reproduce with: {what}, example values {meta!r}, grad {grad!r}, input "
-             f"{'without' if hidden else 'with'} a value")
+             f"{'without' if hide_input and meta != 'none' else 'with'} a value")
     return Prepared(what, gm, x, record, sites, len(gm.graph.nodes), inference, where, hidden)
+
+
+def given_values(gm: fx.GraphModule) -> dict[str, dict[str, object]]:
+    """node -> the example values it carries, by meta key (:data:`EXAMPLE_KEYS`)."""
+    return {n.name: {k: n.meta[k] for k in EXAMPLE_KEYS if k in n.meta} for n in gm.graph.nodes}
+
+
+def check_values_kept(given: dict, gm: fx.GraphModule, where: str) -> None:
+    """Each node the graph came with carries the very example values it came with (a pass
+    that propagates values itself takes them off again: left there, they would pass for a
+    tracer's, and a later pass would take a node they miss for one dynamo left bare)."""
+    left = given_values(gm)
+    changed = {name: (sorted(kept), sorted(left[name])) for name, kept in given.items()
+               if name in left and (kept.keys() != left[name].keys() or any(
+                   left[name][k] is not v for k, v in kept.items()))}
+    assert not changed, (f"the pass changed the example values the graph came with, node: "
+                         f"(meta keys before, after): {changed} ({where})")
 
 
 def check_report(backend, case: Prepared, grad: str) -> None:
     """The module docstring's checks on one prepared graph."""
+    given = given_values(case.gm)
     with torch.set_grad_enabled(grad != "off"):
         out = component(backend, "optimize_layout")(case.gm, [case.x])
     report = out.meta.get(REPORT_KEY)
     if report is None:
         pytest.skip(f"backend {backend.name!r} attaches no report (gm.meta[{REPORT_KEY!r}])")
+    check_values_kept(given, out, case.where)
     check_decision(report.decision, case.sites, case.node_count, case.inference, case.where)
     if not report.decision.channels_last:
         assert report.plan is None and report.facts is None, (
@@ -288,14 +327,6 @@ def takes_graphs(backend) -> None:
         pytest.skip("a layout compiler gives no FX graph to carry a report")
 
 
-#: open on the floor release: under torch 2.10.0 the ci profile's fourth example (a net ending
-#: relu_, as_strided, graph left bare) has refimpl's report call a ``size()`` node opaque
-#: where eager's record has its value; 2.13.0 and 2.14.1 pass. Cause not yet found.
-OPEN_ON_THE_FLOOR = tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13)
-
-
-@pytest.mark.skipif(OPEN_ON_THE_FLOOR, reason=f"torch {torch.__version__}: an open failure "
-                    "of the report's opaque fact on a size() node (see OPEN_ON_THE_FLOOR)")
 @given(case=node_cases(), meta=st.sampled_from(EXAMPLE_VALUES),
        grad=st.sampled_from(GRAD_MODES), device=devices())
 def test_the_report_says_what_eager_values_say(refimpl_backend, case, meta, grad, device):

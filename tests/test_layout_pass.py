@@ -179,6 +179,28 @@ def test_decision_is_deterministic_and_attached():
     assert gm.meta[META_KEY].decision == first
 
 
+def test_a_graph_without_example_values_keeps_none_and_no_size_node_is_opaque():
+    """A ``symbolic_trace`` graph (no example values): the pass propagates fake tensors
+    itself and takes them off again, and the ``size()`` nodes of an ``as_strided`` layer have
+    values (ints), so no node is opaque, after ``decide_layout`` on the same graph too.
+    Before the fix, on torch 2.10.0 (whose FakeTensorProp records no plain int) the pass read
+    its own leftover values back and called ``size_1`` to ``mul_2`` opaque; on every release
+    it left ``meta["val"]`` on the graph."""
+    spec = ConvNetSpec(batch=1, in_channels=3, size=4, layers=(
+        LayerSpec("conv", out_channels=3), LayerSpec("relu"), LayerSpec("bn"),
+        LayerSpec("relu_"), LayerSpec("as_strided")))
+    x = spec.example_input()
+    gm = fx.symbolic_trace(spec.build().eval())
+    with torch.no_grad():
+        decision = decide_layout(gm, [x])
+        optimize_layout(gm, [x])
+    facts = gm.meta[META_KEY].facts
+    int_nodes = [f.name for f in facts if f.name.startswith(("size_", "mul"))]
+    assert decision.channels_last and len(int_nodes) == 6
+    assert [f.name for f in facts if f.opaque] == []
+    assert [n.name for n in gm.graph.nodes if {"val", "example_value"} & n.meta.keys()] == []
+
+
 def test_options_never_leaves_the_graph_untouched():
     x = torch.randn(2, 128, 6, 6)
     gm, inputs = traced(Block().eval(), x)

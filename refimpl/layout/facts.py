@@ -6,7 +6,8 @@ This is the FX edge of the pass: everything after it (:mod:`refimpl.layout.decis
 Example values come from ``node.meta["example_value"]`` (dynamo) or ``node.meta["val"]``
 (make_fx); a graph with none at all (``fx.symbolic_trace``) is run once under fake tensors
 (``FakeTensorProp``), so the pass never runs real compute and never mutates the caller's
-tensors. A node dynamo left without one (grad-mode switches, higher-order-op bodies) is
+tensors; the propagated values are taken off the graph again, so it keeps the metadata it
+came with. A node dynamo left without one (grad-mode switches, higher-order-op bodies) is
 *opaque*: the planner never lets it see a channels-last tensor (refimpl.layout.plan).
 
 Aliasing is read from storages: nodes whose values share a storage form one alias class,
@@ -58,7 +59,11 @@ def example_values(gm: fx.GraphModule, example_inputs: list[Any]) -> dict[str, A
     fake_inputs = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t
                    for t in example_inputs]
     FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*fake_inputs)
-    return {n.name: n.meta.get("val") for n in nodes}
+    # Take the propagated values off the graph again: left there, a later call would read
+    # them as a tracer's, and a node they miss (FakeTensorProp records no plain int before
+    # torch 2.13, nor a dtype or device) would pass for one dynamo left opaque.
+    propagated = {n.name: n.meta.pop("val", None) for n in gm.graph.nodes}
+    return {n.name: propagated[n.name] for n in nodes}
 
 
 def _static(t: torch.Tensor) -> bool:
