@@ -7,15 +7,17 @@ A target whose ``compile`` takes no keyword options (torch's) is skipped, with t
 
 * ``profile_repeats`` under the ``"profile"`` runtime estimator: each distinct call the
   estimator times (an op on inputs of the same shapes, strides, dtypes and devices) is run
-  once to warm up and then ``profile_repeats`` times, on inputs of the recorded shapes,
-  strides, dtype and device; calls with the same signature share one timing. The program
-  calls a custom op (``refimpl_props::counted_mm``) that records every real call; the calls
-  made while the first compiled forward runs are the timing's and the forward's own.
+  once to warm up and then ``profile_repeats`` times, on random inputs (finite, not all
+  zero) of the recorded shapes, strides, dtype and device; calls with the same signature
+  share one timing. The program calls a custom op (``refimpl_props::counted_mm``) that
+  records every real call; the calls made while the first compiled forward runs are the
+  timing's and the forward's own.
 * ``solver_time_limit``: a limit no solve can meet (1e-9 s) at a budget that makes the
   exact solver choose raises an error naming ``solver_time_limit``; a generous one plans.
 * A bad value (``profile_repeats`` < 1 or not an int; ``solver_time_limit`` <= 0, infinite,
-  NaN or not a number; ``cse`` or ``optimize_layout`` not a bool) is refused by ``compile`` in one line naming the option, never
-  clamped (docs/design.md: bad input is an error naming the argument).
+  NaN or not a number; ``cse`` or ``optimize_layout`` not a bool) is refused by ``compile``
+  in one line naming the option, never clamped (docs/design.md: bad input is an error
+  naming the argument).
 
 Reach (``refimpl.properties.reach``): the program has two calls of one signature (shared
 timing) for the first property; every example of the others is the case it is for.
@@ -35,14 +37,21 @@ from hypothesis import strategies as st
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
 
-#: every real call of the custom op: (shape, stride, dtype, device) of each argument
+#: every real call of the custom op: :func:`signature` of each argument
 CALLS: list[tuple] = []
+
+
+def signature(t: torch.Tensor) -> tuple:
+    """Shape, strides, dtype, device, and whether the values are drawn (finite, not all
+    zero: the estimator times on random inputs, as a program's are)."""
+    drawn = bool(torch.isfinite(t).all() and t.ne(0).any())
+    return (tuple(t.shape), t.stride(), t.dtype, str(t.device), drawn)
 
 
 @torch.library.custom_op("refimpl_props::counted_mm", mutates_args=())
 def counted_mm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``x @ w``, recording the call's signature in :data:`CALLS`."""
-    CALLS.append(tuple((tuple(t.shape), t.stride(), t.dtype, str(t.device)) for t in (x, w)))
+    CALLS.append((signature(x), signature(w)))
     return x @ w
 
 
@@ -96,8 +105,6 @@ def counted_programs(draw):
     return fn, [x, *weights]
 
 
-def signature(t: torch.Tensor) -> tuple:
-    return (tuple(t.shape), t.stride(), t.dtype, str(t.device))
 
 
 @given(program=counted_programs(), repeats=st.integers(1, 4),
