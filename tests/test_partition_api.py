@@ -236,3 +236,10 @@ def test_each_compile_gets_a_code_name_of_its_own():
     data-dependent expression"). The name was ``id(object())``, the same address each time."""
     names = {fresh_entry(lambda: None).__code__.co_name for _ in range(3)}
     assert len(names) == 3, names
+
+
+def test_compile_takes_the_other_options_by_keyword():
+    with pytest.raises(ValueError, match=r"^profile_repeats=0 must be an int >= 1$"):
+        refimpl.compile(chain, profile_repeats=0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'repeats'"):
+        refimpl.compile(chain, repeats=3)
