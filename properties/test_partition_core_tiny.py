@@ -1,4 +1,11 @@
-"""The backend under test's partitioner on the smallest joint graphs: ONE op on one input.
+"""The backend under test's partitioner on the smallest joint graphs where a slip shows.
+
+1. ONE op on one input (:func:`test_partition_one_op_program`, below).
+2. Two matmuls of equal FLOPs and different bytes, the larger first or second, under
+   torch's knapsack heuristics with room for one of them
+   (:func:`test_partition_knapsack_tie_room_for_one`: its docstring).
+
+Of 1:
 
 The drawn programs of the other partition properties always end in a sum of their outputs,
 so their joint graphs hold at least two forward ops. A partitioner's own bookkeeping can
@@ -13,7 +20,7 @@ reduction. At budgets 0.0, 0.5 and 1.0, against the brute force of
   no-recompute bytes) and never below ``min``; at budget 0.0 exactly ``min``;
 * output and gradient equal eager's.
 
-Reach (``refimpl.properties.reach``): the plans keep two different byte counts (the
+Reach (``refimpl.properties.reach``) of 1: the plans keep two different byte counts (the
 backward reads the op's output, so saving it is a choice).
 """
 
@@ -24,10 +31,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from refimpl.expect.partition_brute import trace_reference
-from refimpl.expect.partition_expect import Expected, assert_same_results, assert_saved_within
+from refimpl.expect.partition_expect import (
+    Expected,
+    assert_same_results,
+    assert_saved_within,
+    bound_bytes,
+    measured,
+)
+from refimpl.expect.partition_knapsack import expected_bytes, knapsack_items
 from refimpl.memory import measure_saved
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
+from refimpl.properties.test_partition_properties import expected_of, reproducer, require_promise
+from refimpl.strategies.programs import ProgramSpec, Step
 
 #: full reductions of one input; all but ``sum`` read their own output in the backward
 ONE_OPS = {
@@ -68,3 +84,45 @@ def test_partition_one_op_program(refimpl_backend, name, n, width, budget):
     eager.backward()
     assert_same_results(report.outputs.detach(), [x.grad], eager.detach(), [eager_x.grad],
                         why, "eager")
+
+
+def _tied_pair(n: int, outs: tuple[int, int]) -> ProgramSpec:
+    """``sin(cos(x @ W1) @ W2)``, ``x`` of width ``6 - outs[0]``: the two matmuls cost the
+    same FLOPs (``2 n x 2 x 4``) and make ``n x outs[k]`` floats, one twice the other's."""
+    return ProgramSpec(n, 6 - outs[0], (
+        Step("mm", "mm", (0,), outs[0]), Step("pointwise", "cos", (1,), outs[0]),
+        Step("mm", "mm", (2,), outs[1]), Step("pointwise", "sin", (3,), outs[1])), (4,))
+
+
+@given(n=st.integers(2, 4), outs=st.sampled_from([(4, 2), (2, 4)]),
+       solver=st.sampled_from(["ilp", "greedy"]))
+def test_partition_knapsack_tie_room_for_one(refimpl_backend, n, outs, solver):
+    """For a target that promises it (``partition_promise.modelled_knapsack``), with torch's
+    ``activation_memory_budget_solver`` set to a knapsack heuristic, on two matmuls of
+    equal FLOPs and different bytes, the larger one first or second in the graph
+    (:func:`_tied_pair`), at the budget whose knapsack capacity (``bound - min``) is the
+    larger one's bytes (room for either, not both): the plan keeps the bytes of
+    :mod:`refimpl.expect.partition_knapsack` (``ilp``: the best runtime, then the least
+    memory, so the smaller matmul; ``greedy``: runtime per byte, the smaller first). A
+    knapsack that breaks the runtime tie by graph order keeps the larger one when it comes
+    first. Reach: the capacity admits either item alone and not both."""
+    require_promise(refimpl_backend, "modelled_knapsack")
+    spec = _tied_pair(n, outs)
+    run, expected = expected_of(spec)
+    problem = run.backward_problem
+    sizes = sorted(problem.nodes[i].bytes for i in knapsack_items(problem))
+    compile_fn = component(refimpl_backend, "compile")
+    fn = spec.make()
+    torch._dynamo.reset()
+    with torch._functorch.config.patch(activation_memory_budget_solver=solver):
+        high = measured(compile_fn(fn, memory_budget=1.0), spec)[0]
+        low = expected.min_bytes
+        budget = sizes[-1] / (high - low)
+        saved = measured(compile_fn(fn, memory_budget=budget), spec)[0]
+    capacity = bound_bytes(low, high, budget) - low
+    reach(len(sizes) == 2 and sizes[-1] <= capacity < sum(sizes))
+    wanted = expected_bytes(problem, solver, capacity)
+    assert saved in wanted, (
+        f"{reproducer(spec, budget=budget, solver=solver, backend=refimpl_backend.name)}\n"
+        f"saved bytes: expected one of {sorted(wanted)} (min {low}, capacity {capacity}, "
+        f"items {sizes}), observed {saved}")

@@ -432,16 +432,20 @@ def tied_matmuls(draw, uniform: bool = False, matmuls: int = 3,
     matmul is ``(n, w) @ (w, w)`` (the same call, so any runtime estimator prices them
     alike) and no summary is drawn (a reduction is priced by time but costs no FLOPs); nor
     without ``summaries`` (fewer forward values: an enumerating solver's limit). With
-    ``swapped`` the first two matmuls are ``x (width 4) @ (4, 2)`` and ``f(that) @ (2, 4)``:
-    the same FLOPs, twice the bytes, the tie a knapsack must break towards less memory."""
+    ``swapped`` the first two matmuls are ``x (width 4) @ (4, 2)`` and ``f(that) @ (2, 4)``,
+    or, half the time, ``x (width 2) @ (2, 4)`` and ``f(that) @ (4, 2)``: the same FLOPs,
+    twice the bytes, the tie a knapsack must break towards less memory, with the larger one
+    first or second (a solver that keeps the first of two equal runtimes breaks it by graph
+    order)."""
     n = draw(st.integers(2, 4))
-    width = 4 if swapped else draw(st.sampled_from(TIED_WIDTHS))
+    outs = draw(st.sampled_from(((4, 2), (2, 4)))) if swapped else (2, 4)
+    width = 6 - outs[0] if swapped else draw(st.sampled_from(TIED_WIDTHS))
     steps: list[Step] = []
     widths = [width]
     nonlinear = [0]  # values a matmul may read: x, or a nonlinear value
     for k in range(draw(st.integers(min(2, matmuls), matmuls))):
         src = nonlinear[k] if swapped and k < 2 else draw(st.sampled_from(nonlinear))
-        out = (2, 4)[k] if swapped and k < 2 else \
+        out = outs[k] if swapped and k < 2 else \
             width if uniform else draw(st.sampled_from(TIED_WIDTHS))
         steps.append(Step("mm", "mm", (src,), out))
         e = len(steps)
