@@ -19,7 +19,10 @@ import dataclasses
 import functools
 import itertools
 import math
+import sys
+import types
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -285,7 +288,9 @@ def test_an_unread_class_reads_before_every_position():
 @FEW
 @given(op_graphs(), cse_cases())
 def test_the_result_is_a_fixpoint(spec, case):
-    """``refimpl/cse/eliminate.py:192 core/ReplaceComparisonOperator_IsNot_Is 3``:
+    """``refimpl/cse/eliminate.py:187 core/ReplaceComparisonOperator_IsNot_LtE 3`` (``first
+    <= node``, true for every keyed node, so it counts kept nodes as refusals like the
+    mutant below) and ``refimpl/cse/eliminate.py:192 core/ReplaceComparisonOperator_IsNot_Is 3``:
     ``refused += first is node`` counts the keyed nodes kept, not the refused merges, so the
     mutant repeats passes while the last one removed something; the original also stops
     after a pass that refused nothing. Both repeat the same pass on the same graph, so they
@@ -322,7 +327,8 @@ def test_every_schema_name_has_one_namespace_separator():
     """``refimpl/cse/effects.py:229 core/ReplaceUnaryOperator_USub_UAdd 0`` (tree 84e2ef7;
     the line ``name = schema.name.split("::")[-1]``): ``[+1]`` for ``[-1]``. Exhaustive over
     every schema torch registers: each name is ``namespace::name``, two parts, so item 1 is
-    the last item."""
+    the last item. The same shows ``effects.py:235 core/ReplaceUnaryOperator_Delete_USub 0``
+    (``[1]`` for ``[-1]``; seed 553120032's ``effects.py:242``)."""
     schemas = torch._C._jit_get_all_schemas()
     assert len(schemas) > 1000
     for schema in schemas:
@@ -558,8 +564,9 @@ def test_an_optional_dropout_is_found_alike_on_every_registered_op():
 @FEW
 @given(op_graphs(), cse_cases())
 def test_no_node_writes_or_reads_at_position_zero(spec, case):
-    """``refimpl/cse/eliminate.py:94 core/ReplaceUnaryOperator_USub_Not 0``: an unread
-    class's last read ``not 1`` (0) for ``-1``. The node at position 0 reads no graph value
+    """``refimpl/cse/eliminate.py:94 core/ReplaceUnaryOperator_USub_Not 0`` and
+    ``eliminate.py:94 core/NumberReplacer 1`` (``-0``): an unread class's last read 0 for
+    ``-1``. The node at position 0 reads no graph value
     (nothing comes before it), and every node writes only graph values it reads, so no write
     and no read is at position 0: writes are at 1 or more or ``inf``, and both defaults
     compare alike with them in ``_unseen`` and under ``max`` with a read (exhaustive over
@@ -617,3 +624,102 @@ def test_an_optional_dropout_belongs_to_a_random_op():
         node = graph.create_node("call_function", op, ())
         assert summarize_op(op, node).kind == "random", op
     assert with_dropout > 3  # the attention kernels
+
+
+@FEW
+@given(op_graphs(), cse_cases())
+def test_effects_are_never_changed_nor_hashed(spec, case):
+    """``refimpl/cse/effects.py:68 core/ReplaceTrueWithFalse 0``: ``Effect`` declared
+    ``frozen=False``. Freezing forbids setting and deleting fields after ``__init__`` and
+    adds a hash (unfrozen, with ``eq``, an Effect cannot be hashed). No module of
+    refimpl.cse sets or deletes a field of that name (its syntax trees; ``replace`` builds a
+    new Effect), and with ``__hash__``, ``__setattr__`` and ``__delattr__`` recording every
+    call after construction, the pass over the drawn graphs, the twin catalogue and the
+    registry draws calls none of them."""
+    fields = {f.name for f in dataclasses.fields(Effect)}
+    assert _assigned_fields(fields - {"writes"}) == []  # SharedStorage.writes is a Counter
+    from refimpl.strategies.cse_registry import RegistryCall, RegistryGraph
+    from refimpl.strategies.cse_twins import TWINS, TwinCase, TwinGraph
+    calls: list[str] = []
+    built = set()
+    real_init = Effect.__init__
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        built.add(id(self))
+
+    def record(what):
+        def method(self, *args):
+            if id(self) in built:
+                calls.append(what)
+            return getattr(object, f"__{what}__")(self, *args)
+        return method
+    twins = TwinGraph("aten", tuple(TwinCase(e, "aten", ()) for e, t in TWINS.items()
+                                    if "aten" in t.styles and not isinstance(t.call, str)))
+    registry = RegistryGraph((RegistryCall("aten:add_.Tensor", "writes"),
+                              RegistryCall("aten:bernoulli.default", "random"),
+                              RegistryCall("Tensor:mul_", "tensor_method")))
+    graphs = [*_graphs(spec), case.traced().graph, twins.traced().graph,
+              registry.build().graph]
+    with mock.patch.multiple(Effect, __init__=init, __hash__=record("hash"),
+                             __setattr__=record("setattr"), __delattr__=record("delattr")):
+        for graph in graphs:
+            fx_graph_cse(graph)
+    assert calls == []
+
+
+@FEW
+@given(op_graphs(), cse_cases())
+def test_a_storage_class_joins_an_earlier_one(spec, case):
+    """``refimpl/cse/eliminate.py:95 core/ReplaceComparisonOperator_IsNot_Lt 0``: the root
+    search ``while self.parent[cls] < cls`` for ``is not cls``. fx.Node's ``<`` is graph
+    order (``test_node_order_is_graph_order``), so the two agree when every class's parent
+    is the class itself or an earlier node. ``share`` sets ``parent[mine] = theirs`` only,
+    with ``theirs`` the root of the representative (an earlier node, whose class began at
+    or before it) and ``mine`` the root of the later duplicate: recorded on every merge of
+    the drawn graphs, ``theirs`` always comes first."""
+    from refimpl.cse import eliminate
+    joins: list[tuple[fx.Node, fx.Node]] = []
+    real_share = eliminate.SharedStorage.share
+
+    def share(self, duplicate, rep):
+        joins.append((self.root(duplicate), self.root(rep)))
+        return real_share(self, duplicate, rep)
+    with mock.patch.object(eliminate.SharedStorage, "share", share):
+        for graph in [*_graphs(spec), case.traced().graph]:
+            fx_graph_cse(graph)
+    assert all(mine is theirs or theirs < mine for mine, theirs in joins)
+
+
+def _doubled_versions_module():
+    """refimpl.cse.eliminate compiled with every write counted twice (``+= 2``)."""
+    from refimpl.cse import eliminate
+    source = Path(eliminate.__file__).read_text()
+    line = "storage.writes[storage.root(written)] += 1"
+    assert source.count(line) == 1
+    module = types.ModuleType("refimpl_cse_eliminate_doubled")
+    with mock.patch.dict(sys.modules, {module.__name__: module}):  # for @dataclass
+        exec(compile(source.replace(line, line[:-1] + "2"), eliminate.__file__, "exec"),
+             module.__dict__)
+    return module.__dict__
+
+
+@FEW
+@given(op_graphs(), cse_cases())
+def test_write_versions_are_compared_only_for_equality(spec, case):
+    """``refimpl/cse/eliminate.py:190 core/NumberReplacer 4`` (seed 553120032's ``:195``):
+    each write adds 2 to its class's version, not 1. Versions are read in two places only
+    (the syntax tree): ``value_key`` puts one in a key, compared by equality, and ``share``
+    adds one class's to another's. Every version is then twice the original's, and doubling
+    keeps equality (``2a == 2b`` exactly when ``a == b``), so every key compares alike. The
+    module compiled with the change gives the same graph on the drawn graphs."""
+    from refimpl.cse import eliminate
+    tree = ast.parse(Path(eliminate.__file__).read_text())
+    reads = [node.lineno for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and node.attr == "writes"
+             and isinstance(node.value, ast.Name) and node.value.id in ("storage", "self")]
+    assert len(reads) == 4, reads  # share (twice), value_key, the increment
+    doubled = _doubled_versions_module()
+    from refimpl.expect.cse_merges import listing
+    for graph in [*_graphs(spec), case.traced().graph]:
+        assert listing(doubled["fx_graph_cse"](graph)) == listing(fx_graph_cse(graph))

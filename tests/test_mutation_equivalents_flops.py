@@ -9,6 +9,7 @@ domain, with the reason the domain covers every case that can reach the line.
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import itertools
 import re
@@ -314,3 +315,58 @@ def test_a_module_is_never_active_a_negative_number_of_times():
                 depths = dict(tracker._active)
                 assert all(d >= 0 for d in depths.values()), steps
                 assert tracker.parents == {"Global", *(n for n, d in depths.items() if d != 0)}
+
+
+def test_no_op_name_holds_a_dot():
+    """free_ops.py:124 core/NumberReplacer 1 (``split(".")[-0]``, i.e. ``[0]``, for
+    ``[-1]`` in ``_packet_name``): the two differ only for a name with a dot. Every op packet
+    of aten, prims and prim and every higher-order op of this torch build has a
+    ``__name__`` (the ``str`` fallback is never read) without a dot: one part, so its first
+    part is its last."""
+    names = []
+    for _, packet in _op_packets():
+        assert hasattr(packet, "__name__"), packet
+        names.append(packet.__name__)
+    assert len(names) > 1000
+    assert [n for n in names if n.split(".")[0] != n.split(".")[-1]] == []
+
+
+def test_a_counted_run_is_never_changed_nor_hashed(monkeypatch, tmp_path):
+    """summary.py:36 core/ReplaceTrueWithFalse 1 (``Counted`` declared ``frozen=False``):
+    freezing only forbids setting and deleting fields after ``__init__`` and adds a hash.
+    With a subclass recording each of those in its place, ``refimpl flops`` runs of every
+    format (table, json, csv; forward and backward; to a file) record none."""
+    from refimpl.flops import cli
+
+    calls: list[str] = []
+
+    class Recording(summary.Counted):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            object.__setattr__(self, "_built", True)
+
+        def __setattr__(self, name, value):
+            if getattr(self, "_built", False):
+                calls.append(f"set {name}")
+            super().__setattr__(name, value)
+
+        def __delattr__(self, name):
+            calls.append(f"del {name}")
+            super().__delattr__(name)
+
+        def __hash__(self):
+            calls.append("hash")
+            return super().__hash__()
+
+    monkeypatch.setattr(summary, "Counted", Recording)
+    built = []
+    real_count = cli.count
+    monkeypatch.setattr(cli, "count", lambda *a, **k: built.append(real_count(*a, **k))
+                        or built[-1])
+    for fmt in ("table", "json", "csv"):
+        for extra in ([], ["--backward"], ["--output", str(tmp_path / f"out.{fmt}")]):
+            parser = argparse.ArgumentParser()
+            cli.add_arguments(parser)
+            assert cli.run(parser.parse_args(["mlp", "--format", fmt, *extra])) == 0
+    assert built and all(type(c) is Recording for c in built)
+    assert calls == []

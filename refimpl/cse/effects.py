@@ -52,8 +52,8 @@ MAYBE_COPY_NAMES = frozenset({
     "double", "float", "half", "bfloat16", "int", "long", "short", "bool", "char", "byte",
 })
 UNINITIALIZED_NAMES = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-    "empty_permuted",
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted",
+    "empty_quantized", "_empty_affine_quantized", "_empty_per_channel_affine_quantized",
 })
 _MUTATING_OPERATORS = frozenset({
     "setitem", "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imatmul",

@@ -19,7 +19,8 @@ checks it makes, so it fails only for what its name says):
 apart from any CSE: an aten op is random when tagged ``torch.Tag.nondeterministic_seeded``,
 mutating when its schema is mutable (an ``a!`` annotation), effectful when it returns
 nothing or torch.fx lists it as side-effectful (``Node.is_impure``); ``empty*`` ops return
-uninitialized memory (torch.empty's documentation). A torch function or Tensor method is
+uninitialized memory (torch.empty's documentation; ``new_empty``, ``empty_quantized`` and
+the private ``_empty_affine_quantized`` among them). A torch function or Tensor method is
 read through the aten ops of its name, plus Python's conventions: a trailing ``_`` or an
 ``inplace=True`` argument writes; ``operator.setitem`` and the augmented assignments
 (``iadd``...) write their target. Modules and other Python functions are opaque.
@@ -92,7 +93,7 @@ def _aten_kind(ops: list, node: fx.Node) -> str:
         return "random"
     if any(op._schema.is_mutable for op in ops):
         return "mutating"
-    if name.startswith(("empty", "new_empty")):
+    if name.lstrip("_").startswith(("empty", "new_empty")):
         return "uninitialized"
     if all(not op._schema.returns for op in ops) or node.is_impure():
         return "side_effect"
@@ -112,10 +113,10 @@ def _named_kind(node: fx.Node) -> str:
     kind = _aten_kind(pure_overloads, node)
     if kind == "random":
         return kind
-    return "mutating" if name.endswith("_") or _writes_by_flag(node) else kind
+    return "mutating" if name.endswith("_") or writes_by_flag(node) else kind
 
 
-def _writes_by_flag(node: fx.Node) -> bool:
+def writes_by_flag(node: fx.Node) -> bool:
     """A true ``inplace`` argument (``F.relu(x, True)``; torch.nn.functional tests ``if
     inplace:``, so ``None`` and ``0`` write nothing), by keyword or by position, or one
     that is a graph value (it may be true); an ``out=`` tensor."""

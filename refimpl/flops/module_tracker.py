@@ -29,7 +29,8 @@ entry (their FLOPs add up) and its enter count (the name is active while any of 
 Invariant: :attr:`parents` always holds ``"Global"`` plus each name whose enter count
 exceeds its leave count, so a module called re-entrantly (a shared block applied twice in a
 nest) stays active until its outermost call leaves. On exit every hook is removed, also when
-the body raised.
+the body raised. One tracker is entered by one FlopCounterMode, which refuses to be entered
+twice at once.
 """
 
 from __future__ import annotations
@@ -70,7 +71,6 @@ class ModuleTracker:
         self._expanded: weakref.WeakSet[nn.Module] = weakref.WeakSet()
         self._handles: list[Any] = []
         self._callback_queued = False
-        self._entered = False
 
     @property
     def parents(self) -> set[str]:
@@ -132,9 +132,6 @@ class ModuleTracker:
             self._handles.append(_when_grads_ready(tensors, hook))
 
     def __enter__(self) -> ModuleTracker:
-        if self._entered:
-            raise RuntimeError("ModuleTracker is not re-entrant: it is already entered")
-        self._entered = True
         self._active.clear()
         self._handles = [nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
                          nn.modules.module.register_module_forward_hook(self._post_hook)]
@@ -145,4 +142,3 @@ class ModuleTracker:
         for handle in handles:
             handle.remove()
         self._active.clear()
-        self._entered = False

@@ -32,7 +32,7 @@ import importlib.util
 import sys
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from unittest import mock
 
 import torch
@@ -298,14 +298,19 @@ class Invocation:
     input_grad: bool
     fmt: str
     to_file: bool
+    #: options left out of the command line, each at its documented default
+    #: (:data:`DOCUMENTED_DEFAULTS`), so the run must behave as if it were given
+    omitted: tuple[str, ...] = ()
 
     def argv(self, output: str | None) -> list[str]:
-        argv = [self.model, "--depth", str(self.depth), "--format", self.fmt]
+        given = [("--depth", str(self.depth)), ("--format", self.fmt)]
         if self.factory:
-            argv += ["--input-shape", ",".join(map(str, (self.batch, *self.sample))),
-                     "--dtype", self.dtype]
+            given += [("--input-shape", ",".join(map(str, (self.batch, *self.sample)))),
+                      ("--dtype", self.dtype)]
         else:
-            argv += ["--batch-size", str(self.batch)]
+            given += [("--batch-size", str(self.batch))]
+        argv = [self.model] + [part for option, value in given if option not in self.omitted
+                               for part in (option, value)]
         if self.device != "cpu":
             argv += ["--device", self.device]
         argv += ["--backward"] * self.backward + ["--input-grad"] * self.input_grad
@@ -373,9 +378,27 @@ def invocations(draw: st.DrawFn) -> Invocation:
         batch = 1 if source == "transformer" else batch
     backward = draw(st.booleans()) and device == "cpu"
     input_grad = backward and dtype.startswith(("float", "bfloat")) and draw(st.booleans())
-    return Invocation(f"{HERE}:{factory}" if factory else source, factory, batch, sample, dtype,
-                      device, draw(st.integers(1, 4)), backward, input_grad,
-                      draw(st.sampled_from(["table", "json", "csv"])), draw(st.booleans()))
+    depth, fmt = draw(st.integers(1, 4)), draw(st.sampled_from(["table", "json", "csv"]))
+    call = Invocation(f"{HERE}:{factory}" if factory else source, factory, batch, sample, dtype,
+                      device, depth, backward, input_grad, fmt, draw(st.booleans()))
+    return replace(call, omitted=draw(_omitted(call)))
+
+
+#: the documented default of each option an invocation may leave out (``refimpl flops
+#: --help``: depth 2, the table format, batch size 1, a float32 input)
+DOCUMENTED_DEFAULTS = {"--depth": 2, "--format": "table", "--batch-size": 1,
+                       "--dtype": "float32"}
+
+
+def _omitted(call: Invocation) -> st.SearchStrategy[tuple[str, ...]]:
+    """A subset of the options whose drawn value is their documented default, each left out
+    with probability 1/2 (``--batch-size`` for refimpl's models, ``--dtype`` for factories)."""
+    values = {"--depth": call.depth, "--format": call.fmt,
+              "--batch-size": None if call.factory else call.batch,
+              "--dtype": call.dtype if call.factory else None}
+    at_default = [o for o, v in values.items() if v == DOCUMENTED_DEFAULTS[o]]
+    return st.tuples(*[st.booleans() for _ in at_default]).map(
+        lambda leave: tuple(o for o, out in zip(at_default, leave) if out))
 
 
 #: the powers of 1000 where a human-readable figure changes prefix (K, M, G, T), and 1000 T
@@ -419,7 +442,9 @@ EXPLICIT = (
     Invocation(f"{HERE}:linear_stack", "linear_stack", 3, (2, 16), "bfloat16", "cpu", 4, True,
                True, "json", True),
     Invocation(f"{HERE}:Spectral", "Spectral", 2, (4,), "float32", "cpu", 2, False, False,
-               "table", False),
+               "table", False, omitted=("--depth", "--format", "--dtype")),
+    Invocation("mlp", None, 1, BUILTIN_SHAPES["mlp"], "float32", "cpu", 2, True, False,
+               "table", False, omitted=("--depth", "--format", "--batch-size")),
     Invocation(f"{HERE}:Spectral", "Spectral", 3, (4,), "float32", "cpu", 1, False, False,
                "csv", True),
 )
