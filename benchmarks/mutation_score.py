@@ -201,7 +201,7 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
          "lists and tuples then take _freeze_other's list/tuple rule: the same key"),
     # shown by the layout helper after the first run of seed 731252159 (keys on the tree
     # that follows it), each by its test:
-    "refimpl/layout/facts.py:107 core/ReplaceComparisonOperator_NotEq_IsNot 3":
+    "refimpl/layout/facts.py:112 core/ReplaceComparisonOperator_NotEq_IsNot 3":
         (_LAYOUT_EQ + "test_op_kinds_are_the_module_constants",
          "op_kind gives one of the three kind constants or None: is and == agree"),
     "refimpl/layout/plan.py:83 core/ReplaceComparisonOperator_Eq_Is 6":
@@ -231,10 +231,10 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "refimpl/layout/rewrite.py:59 core/ReplaceComparisonOperator_Eq_Is 1":
         (_LAYOUT_EQ + "test_node_ops_are_interned",
          "torch.fx sets Node.op from interned string literals: is and == agree"),
-    "refimpl/layout/facts.py:52 core/ReplaceComparisonOperator_NotEq_IsNot 0":
+    "refimpl/layout/facts.py:53 core/ReplaceComparisonOperator_NotEq_IsNot 0":
         (_LAYOUT_EQ + "test_node_ops_are_interned",
          "torch.fx sets Node.op from interned string literals: is and == agree"),
-    "refimpl/layout/facts.py:94 core/ReplaceComparisonOperator_NotEq_IsNot 2":
+    "refimpl/layout/facts.py:99 core/ReplaceComparisonOperator_NotEq_IsNot 2":
         (_LAYOUT_EQ + "test_node_ops_are_interned",
          "torch.fx sets Node.op from interned string literals: is and == agree"),
     "refimpl/layout/ops.py:59 core/ReplaceComparisonOperator_Eq_Is 0":
@@ -261,34 +261,34 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "refimpl/layout/ops.py:90 core/NumberReplacer 4":
         (_LAYOUT_EQ + "test_conv_argument_padding",
          "positions 0, 1 and 6 are the same for every argument count 0-7"),
-    "refimpl/layout/facts.py:120 core/NumberReplacer 23":
+    "refimpl/layout/facts.py:125 core/NumberReplacer 23":
         (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
          "a dynamic site says no before any class is read"),
-    "refimpl/layout/facts.py:120 core/NumberReplacer 24":
+    "refimpl/layout/facts.py:125 core/NumberReplacer 24":
         (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
          "a dynamic site says no before any class is read"),
-    "refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_LtE 2":
+    "refimpl/layout/facts.py:105 core/ReplaceComparisonOperator_Eq_LtE 2":
         (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
          "identity is read only in all-in-place classes, where the view equals its root exactly"),
-    "refimpl/layout/facts.py:99 core/ReplaceComparisonOperator_Eq_LtE 1":
+    "refimpl/layout/facts.py:104 core/ReplaceComparisonOperator_Eq_LtE 1":
         (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
          "identity is read only in all-in-place classes, where the view equals its root exactly"),
-    "refimpl/layout/facts.py:99 core/ReplaceComparisonOperator_Eq_GtE 1":
+    "refimpl/layout/facts.py:104 core/ReplaceComparisonOperator_Eq_GtE 1":
         (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
          "identity is read only in all-in-place classes, where the view equals its root exactly"),
-    "refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_GtE 2":
+    "refimpl/layout/facts.py:105 core/ReplaceComparisonOperator_Eq_GtE 2":
         (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
          "identity is read only in all-in-place classes, where the view equals its root exactly"),
-    "refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_LtE 3":
+    "refimpl/layout/facts.py:105 core/ReplaceComparisonOperator_Eq_LtE 3":
         (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
          "identity is read only in all-in-place classes, where the view equals its root exactly"),
-    "refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_GtE 3":
+    "refimpl/layout/facts.py:105 core/ReplaceComparisonOperator_Eq_GtE 3":
         (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
          "identity is read only in all-in-place classes, where the view equals its root exactly"),
-    "refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_Is 2":
+    "refimpl/layout/facts.py:105 core/ReplaceComparisonOperator_Eq_Is 2":
         (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
          "identity is read only in all-in-place classes, where the view equals its root exactly"),
-    "refimpl/layout/facts.py:70 core/ReplaceComparisonOperator_NotEq_IsNot 1":
+    "refimpl/layout/facts.py:75 core/ReplaceComparisonOperator_NotEq_IsNot 1":
         (_LAYOUT_EQ + "test_layouts_and_conv_classes_are_singletons",
          "layouts and conv classes are singletons: is and == agree"),
     "refimpl/layout/decision.py:113 core/ReplaceComparisonOperator_Eq_Is 2":
@@ -366,10 +366,10 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "refimpl/layout/ops.py:87 core/ReplaceComparisonOperator_Eq_GtE 5":
         (_LAYOUT_EQ + "test_op_kinds_are_the_module_constants",
          "conv nodes are call_function or call_module, where >= answers as =="),
-    "refimpl/layout/facts.py:120 core/NumberReplacer 25":
+    "refimpl/layout/facts.py:125 core/NumberReplacer 25":
         (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
          "a dynamic site says no before any conv class is read"),
-    "refimpl/layout/facts.py:100 core/ReplaceComparisonOperator_Eq_IsNot 1":
+    "refimpl/layout/facts.py:105 core/ReplaceComparisonOperator_Eq_IsNot 1":
         (_LAYOUT_EQ + "test_an_inplace_member_has_its_roots_strides",
          "stride() returns a fresh tuple each call; only exact in-place members are read"),
     "refimpl/layout/ops.py:71 core/ReplaceFalseWithTrue 0":
@@ -484,19 +484,19 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         (_LAYOUT_EQ + "test_conv_argument_padding",
          "a conv that reaches conv_operands has a positional argument, so padding with 6 "
          "reads the same positions"),
-    "refimpl/layout/facts.py:120 core/NumberReplacer 18":
+    "refimpl/layout/facts.py:125 core/NumberReplacer 18":
         (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
          "a dynamic site says no before any class is read"),
-    "refimpl/layout/facts.py:120 core/NumberReplacer 19":
+    "refimpl/layout/facts.py:125 core/NumberReplacer 19":
         (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
          "a dynamic site says no before any class is read"),
-    "refimpl/layout/facts.py:120 core/NumberReplacer 20":
+    "refimpl/layout/facts.py:125 core/NumberReplacer 20":
         (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
          "a dynamic site says no before any class is read"),
-    "refimpl/layout/facts.py:120 core/NumberReplacer 21":
+    "refimpl/layout/facts.py:125 core/NumberReplacer 21":
         (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
          "a dynamic site says no before any class is read"),
-    "refimpl/layout/facts.py:120 core/NumberReplacer 22":
+    "refimpl/layout/facts.py:125 core/NumberReplacer 22":
         (_LAYOUT_EQ + "test_a_dynamic_conv_s_placeholder_shape_decides_nothing",
          "a dynamic site says no before any class is read"),
     # shown after the first run of seed 2864908393 (answering seed 3620645976's survivors):
@@ -589,6 +589,28 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "refimpl/layout/ops.py:66 core/ReplaceComparisonOperator_Eq_LtE 2":
         (_LAYOUT_EQ + "test_call_function_and_call_method_are_the_least_node_ops",
          "past the call_function branch 'call_method' is the least op left"),
+    # shown after the first run of seed 553120032 (answering its partition survivors):
+    "refimpl/partition/candidates.py:124 core/ReplaceComparisonOperator_Eq_Is 6":
+        (_PARTITION_EQ + "test_candidates_124_role_is_forward_is_role_eq_forward",
+         "roles are interned string literals: is and == agree"),
+    "refimpl/partition/candidates.py:138 core/ReplaceComparisonOperator_NotEq_Gt 0":
+        (_PARTITION_EQ + "test_candidates_138_role_gt_forward_is_role_ne_forward",
+         "the forward side holds the roles primal and forward only, where > and != agree"),
+    "refimpl/partition/fx_edge.py:41 core/ReplaceComparisonOperator_Eq_GtE 0":
+        (_PARTITION_EQ + "test_fx_edge_41_and_109_op_ge_placeholder_is_op_eq_placeholder",
+         "of fx's node ops only 'root' sorts above 'placeholder', and no graph yields it"),
+    "refimpl/partition/fx_edge.py:109 core/ReplaceComparisonOperator_Eq_GtE 4":
+        (_PARTITION_EQ + "test_fx_edge_41_and_109_op_ge_placeholder_is_op_eq_placeholder",
+         "of fx's node ops only 'root' sorts above 'placeholder', and no graph yields it"),
+    "refimpl/partition/graph.py:48 core/NumberReplacer 3":
+        (_PARTITION_EQ + "test_graph_48_every_joint_node_refimpl_makes_names_its_runtime",
+         "the one place refimpl builds a JointNode passes runtime=: the default is never read"),
+    "refimpl/partition/mincut.py:95 core/NumberReplacer 30":
+        (_PARTITION_EQ + "test_mincut_95_level_ge_one_is_level_ge_zero_off_the_source",
+         "only the source has level 0, and it is numbered after every node's vertices"),
+    "refimpl/partition/region.py:52 core/ReplaceComparisonOperator_Gt_NotEq 0":
+        (_PARTITION_EQ + "test_region_52_len_ne_one_is_len_gt_one_past_the_empty_case",
+         "the empty case returns first: != 1 and > 1 agree on what reaches the line"),
 }
 
 #: What the fork server imports before forking (never refimpl: the children import the mutant).

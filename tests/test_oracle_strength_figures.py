@@ -37,12 +37,16 @@ def _section(page: str, seed: int) -> str:
 
 
 def _rows(section: str) -> dict[str, list[str]]:
-    """component -> the cells of its row in the section's first per-component table."""
+    """component -> the cells of its row in the section's first per-component table (the
+    one headed ``| component | sampled |``)."""
+    lines = section.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| component | sampled"))
     rows = {}
-    for line in section.splitlines():
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if cells[0] in COMPONENTS and cells[0] not in rows and len(cells) == 8:
-            rows[cells[0]] = cells[1:]
+        rows[cells[0]] = cells[1:]
     return rows
 
 
