@@ -1,5 +1,6 @@
-"""What a FLOP counter does around its ``with``: a backward nested in the backward, a second
-``with`` while the first is open, and the formulas it holds.
+"""What a FLOP counter does around its ``with``: a backward nested in the backward, several
+training steps in one ``with``, a second ``with`` while the first is open, and the formulas
+it holds.
 
 **A backward inside the backward.** A reentrant checkpoint (``use_reentrant=True``) runs its
 block's forward again and then a backward of its own inside the outer backward. The outer
@@ -14,6 +15,9 @@ So "Global" holds all of it, and so does ``Outer``, which runs from the start of
 forward to the end of the backward; a ``pre`` or ``post`` layer holds its own forward and
 backward. (The block's own row is not checked: how a counter attributes a reentrant
 block's inner backward is not stated anywhere.)
+
+**Training steps in one ``with``** add up per module, and each backward ends the modules it
+ran (a test of its own below).
 
 **A second ``with`` of the same counter while it is open** is refused with an error, and
 leaves nothing behind: afterwards no dispatch mode of the counter is left on the stack,
@@ -176,3 +180,31 @@ def test_a_custom_formula_is_held_as_itself_or_wrapped_by_name(refimpl_backend, 
         f"{refimpl_backend.name}: mm [{rows}, {inner}] x [{inner}, {cols}] with a custom "
         f"formula (raw={raw}, scale {scale}) counted {counter.get_total_flops()}, its value "
         f"is {expected}")
+
+
+@given(st.integers(1, 3), st.sampled_from([2, 4]), st.integers(1, 3), st.integers(2, 3))
+def test_training_steps_in_one_with_add_up_and_each_backward_ends(refimpl_backend, b, n, layers,
+                                                                  steps):
+    """``steps`` forward and backward passes of a stack of Linear layers in one ``with``, then
+    a product outside every module. By hand (``p = 2 b n n``): each step gives each layer
+    its forward ``p`` and its weight's gradient ``p``, and every layer but the first (whose
+    input needs no gradient) its input's gradient ``p``; the stack holds its layers' sum.
+    Every backward ends its modules (the first layer, whose input needs no gradient, never
+    sees its input's gradient): the last product, ``[b, n] x [n, b]``, counts under
+    "Global" alone."""
+    reach(True)
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(n, n, bias=False) for _ in range(layers)])
+    x = torch.randn(b, n)
+    with component(refimpl_backend, "flop_counter")(display=False) as counter:
+        for _ in range(steps):
+            model(x).sum().backward()
+        x @ x.T
+    p = 2 * b * n * n
+    expected = {f"Sequential.{i}": steps * (2 * p + p * (i > 0)) for i in range(layers)}
+    expected["Sequential"] = sum(expected.values())
+    expected["Global"] = expected["Sequential"] + 2 * b * b * n
+    rows = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
+    assert rows == expected, (
+        f"{refimpl_backend.name} FlopCounterMode: {steps} training steps of {layers} Linear "
+        f"[{b}, {n}] x [{n}, {n}], then x @ x.T outside: {rows}, by hand {expected}")

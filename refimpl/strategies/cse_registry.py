@@ -48,7 +48,7 @@ TORCH_NAMESPACES = {"torch": torch, "functional": torch.nn.functional,
 #: keyword, or left to the schema's default
 DROPOUT_CHOICES = (0, 0.0, 0.25, "keyword 0.0", "default")
 #: how many ops of each group one graph calls
-PER_GROUP = 3
+PER_GROUP = 2
 #: a constant of each (non-tensor) argument type a schema may name
 _CONSTANTS = {"int": 1, "SymInt": 1, "float": 1.0, "bool": False, "str": "none",
               "Scalar": 1, "ScalarType": torch.float32, "Layout": torch.strided,
