@@ -1,7 +1,8 @@
 """Options a FLOP counter cannot mean are refused, with an error naming the option.
 
 ``depth`` is a table depth: None or an int >= 0 (a bool is not a depth); ``display`` is
-True or False; ``custom_mapping`` is a dict or None. Anything else is the user's mistake,
+True or False; ``custom_mapping`` is a dict or None, from op packets (``aten.mm``) to
+formulas (callables). Anything else is the user's mistake,
 and a counter that takes it anyway prints a table that is not what was asked (``depth=-1``:
 no module rows; ``display="no"``: printed). Each example draws one option and one value it
 cannot take (:data:`BAD`); the counter must refuse it, on construction or, for ``depth``,
@@ -24,11 +25,20 @@ from refimpl.oracle import component
 from refimpl.oracle.blame import TargetError
 from refimpl.properties.reach import reach
 
-#: option -> values it cannot take.
+
+def _two_flops(*args, **kwargs) -> int:
+    """A formula: 2 FLOPs whatever the call."""
+    return 2
+
+
+aten = torch.ops.aten
+#: option -> values it cannot take. A custom_mapping key must be an op packet
+#: (``aten.mm``), not an overload, a name or a Python function, and its value a formula.
 BAD = {
     "depth": [-1, -3, 1.5, "2", True, False],
     "display": ["no", "yes", None, 0, 1],
-    "custom_mapping": [["mm"], "mm", 3],
+    "custom_mapping": [["mm"], "mm", 3, {"mm": _two_flops}, {torch.mm: _two_flops},
+                       {aten.mm: 3}, {aten.mm.default: _two_flops}],
 }
 REFUSED = (ValueError, TypeError)
 

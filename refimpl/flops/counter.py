@@ -110,7 +110,7 @@ class FlopCounterMode:
         self._uncounted: defaultdict[Any, int] = defaultdict(int)
         self.flop_registry = dict(flop_formulas)
         for target, formula in (custom_mapping or {}).items():
-            check_target(target)
+            check_target(target, "FlopCounterMode(custom_mapping=...) keys")
             self.flop_registry[target] = as_table_entry(formula)
         self.mod_tracker = ModuleTracker()
         self._mode: _CountingMode | None = None

@@ -58,10 +58,10 @@ def with_shapes(formula: Callable[..., int]) -> Callable[..., int]:
     return from_values
 
 
-def check_target(target: Any) -> None:
+def check_target(target: Any, where: str = "register_flop_formula(targets)") -> None:
     if not isinstance(target, _TARGET_TYPES):
         raise ValueError(
-            f"register_flop_formula(targets): expected each target to be an OpOverloadPacket "
+            f"{where}: expected each target to be an OpOverloadPacket "
             f"(e.g. torch.ops.aten.mm) or a HigherOrderOperator, got {target!r} of type "
             f"{type(target).__name__}")
 
