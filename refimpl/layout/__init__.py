@@ -69,12 +69,7 @@ def decide_layout(gm: fx.GraphModule, example_inputs: list[Any],
                   options: LayoutOptions | None = None) -> LayoutDecision:
     """The decision alone (no rewrite): deterministic for a given graph and options."""
     options = _check(gm, example_inputs, options)
-    return _decide(gm, example_inputs, example_values(gm, list(example_inputs)), options)
-
-
-def _decide(gm: fx.GraphModule, example_inputs: list[Any], values: dict[str, Any],
-            options: LayoutOptions) -> LayoutDecision:
-    """The decision on the graph's conv sites, read off its example ``values``."""
+    values = example_values(gm, list(example_inputs))
     is_inference = options.is_inference
     if is_inference is None:
         is_inference = infer_is_inference(gm, list(example_inputs))
@@ -88,11 +83,10 @@ def optimize_layout(gm: fx.GraphModule, example_inputs: list[Any],
     Rewrites ``gm`` in place and returns it, with ``gm.meta["refimpl_layout"]`` set.
     """
     options = _check(gm, example_inputs, options)
-    values = example_values(gm, list(example_inputs))  # read once: decision and facts
-    decision = _decide(gm, example_inputs, values, options)
+    decision = decide_layout(gm, example_inputs, options)
     plan, facts = None, None
     if decision.channels_last:
-        facts = node_facts(gm, values)
+        facts = node_facts(gm, example_values(gm, list(example_inputs)))
         plan = plan_layout(facts)
         apply_plan(gm, facts, plan)
     gm.meta[META_KEY] = LayoutResult(decision, plan, tuple(facts) if facts else None)
