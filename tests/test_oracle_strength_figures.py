@@ -84,5 +84,5 @@ def test_the_newest_seeds_table_lists_every_first_run_score():
         row = next(line for line in table if line.startswith(f"| {name} |"))
         scores = [_percent(run["components"][name]["score"]) if name in run["components"]
                   else "–" for run in runs]
-        expected = "| " + " | ".join([name] + scores) + " |"
+        expected = "| " + " | ".join([name, *scores]) + " |"
         assert row == expected
