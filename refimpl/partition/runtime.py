@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -60,18 +62,45 @@ CUDA_BUDGET_MS = 25.0
 FALLBACK_L2_BYTES = 256 * 1024 * 1024
 
 
+@dataclass(frozen=True)
+class EventClock:
+    """What the device benchmark needs of a device, as torch's uses CUDA's: ``select(device)``
+    makes it current (a context manager), ``synchronize()`` waits for its queued work,
+    ``event()`` makes a timing event (``record()``; ``start.elapsed_time(end)`` in
+    milliseconds), ``l2_bytes(device)`` is its L2 cache size (0 where unknown)."""
+
+    select: Callable[[torch.device], ContextManager]
+    synchronize: Callable[[], None]
+    event: Callable[[], Any]
+    l2_bytes: Callable[[torch.device], int]
+
+
+def _cuda_l2_bytes(device: torch.device) -> int:
+    return getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+
+
+CUDA_CLOCK = EventClock(select=torch.cuda.device, synchronize=torch.cuda.synchronize,
+                        event=lambda: torch.cuda.Event(enable_timing=True),
+                        l2_bytes=_cuda_l2_bytes)
+#: device type -> the clock its nodes are timed on (:func:`_time_on_events`); a device type
+#: not here is timed on the host clock. A test adds a fake clock under ``cpu`` to run the
+#: device benchmark without a GPU.
+EVENT_CLOCKS: dict[str, EventClock] = {"cuda": CUDA_CLOCK}
+
+
 def time_call(call: Callable[[], Any], device: torch.device | None, repeats: int) -> float:
     """Seconds ``call`` takes: the least of repeated timed runs after one warm-up run.
 
     The statistic is the minimum, as torch's "profile" estimator takes it: work that other
     processes put on the machine or the device only ever lengthens a run, so the least run
     is the op's own time, while a median moves with the load. On CUDA the runs are timed
-    on the device (:func:`_time_on_cuda`): the host clock around one launch and a
+    on the device (:func:`_time_on_events`): the host clock around one launch and a
     synchronise measures launch latency as much as the kernel, comparable with a small
     kernel on a fast GPU, which squeezes the ratios between ops that a plan rests on."""
-    if device is not None and device.type == "cuda":
-        with torch.cuda.device(device):
-            return _time_on_cuda(call, device, repeats)
+    clock = EVENT_CLOCKS.get(device.type) if device is not None else None
+    if clock is not None:
+        with clock.select(device):
+            return _time_on_events(call, device, repeats, clock)
     call()  # warm-up: caches, lazy initialisation
     times = []
     for _ in range(repeats):
@@ -81,36 +110,37 @@ def time_call(call: Callable[[], Any], device: torch.device | None, repeats: int
     return min(times)
 
 
-def _time_on_cuda(call: Callable[[], Any], device: torch.device, repeats: int) -> float:
+def _time_on_events(call: Callable[[], Any], device: torch.device, repeats: int,
+                    clock: EventClock) -> float:
     """torch's GPU benchmark: synchronise, one warm-up run; ``repeats`` estimating runs,
     then as many more as fit in CUDA_BUDGET_MS by the estimate (1 to CUDA_RUNS) after
-    CUDA_RUNS cache flushes; each run timed with a pair of CUDA events after zeroing a
+    CUDA_RUNS cache flushes; each run timed with a pair of device events after zeroing a
     buffer the size of the L2 cache (the op reads its inputs from memory, as in a graph
     where other ops ran between). Returns the least run, in seconds."""
-    torch.cuda.synchronize()
+    clock.synchronize()
     call()
-    torch.cuda.synchronize()
-    l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+    clock.synchronize()
+    l2_bytes = clock.l2_bytes(device)
     flush = torch.empty((l2_bytes or FALLBACK_L2_BYTES) // 4, dtype=torch.int, device=device)
-    estimate = min(_event_times(call, flush, repeats))
+    estimate = min(_event_times(call, flush, repeats, clock))
     runs = CUDA_RUNS if estimate <= 0 else max(1, min(CUDA_RUNS,
                                                       int(CUDA_BUDGET_MS // estimate)))
     for _ in range(CUDA_RUNS):
         flush.zero_()
-    return min(estimate, *_event_times(call, flush, runs)) / 1000.0
+    return min(estimate, *_event_times(call, flush, runs, clock)) / 1000.0
 
 
-def _event_times(call: Callable[[], Any], flush: torch.Tensor, runs: int) -> list[float]:
-    """Milliseconds of each of ``runs`` runs of ``call``, between two CUDA events recorded
+def _event_times(call: Callable[[], Any], flush: torch.Tensor, runs: int,
+                 clock: EventClock) -> list[float]:
+    """Milliseconds of each of ``runs`` runs of ``call``, between two device events recorded
     on the current stream, each run after zeroing ``flush``; one synchronise at the end."""
-    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-             for _ in range(runs)]
+    pairs = [(clock.event(), clock.event()) for _ in range(runs)]
     for start, end in pairs:
         flush.zero_()
         start.record()
         call()
         end.record()
-    torch.cuda.synchronize()
+    clock.synchronize()
     return [start.elapsed_time(end) for start, end in pairs]
 
 
