@@ -23,7 +23,7 @@ from unittest import mock
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from refimpl.partition import runtime
@@ -104,6 +104,9 @@ def estimating_runs(draw) -> list[float]:
 
 
 @given(warm_up=MILLISECONDS, estimating=estimating_runs(), timed=MILLISECONDS)
+# the one-run floor (an estimate over 25 ms) and the 25 ms edge, in every run
+@example(warm_up=0.0, estimating=[40.0, 44.0, 40.0, 40.5, 40.0], timed=1.5)
+@example(warm_up=2.5, estimating=[12.5, 12.5, 13.0, 16.5, 12.5], timed=12.5)
 def test_partition_profile_device_benchmark_on_a_fake_clock(refimpl_backend, warm_up,
                                                             estimating, timed):
     explain = getattr(refimpl_backend, "explain", None)
