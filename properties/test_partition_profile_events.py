@@ -12,9 +12,11 @@ timed run). Through the target's ``explain`` at budget 0 (the matmul's output is
 so the backward recomputes it) it checks, against the definition above, the number of calls
 the timing made and the plan's ``recompute_cost``: the recomputed op's seconds.
 
-A target without ``explain`` (torch's: its profile estimator needs a CUDA device and reports
-no plan) is skipped, with the reason. Reach (``refimpl.properties.reach``): the plan
-recomputes the timed op.
+A target that does not promise to time on refimpl's event clocks
+(``PartitionPromise.refimpl_event_clocks``: a backend of its own times on its own clock, where
+the fake one cannot reach) or has no ``explain`` (torch's: its profile estimator needs a CUDA
+device and reports no plan) is skipped, with the reason. Reach
+(``refimpl.properties.reach``): the plan recomputes the timed op.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from refimpl.expect.partition_expect import promise_of
 from refimpl.partition import runtime
 from refimpl.properties.reach import reach
 
@@ -109,6 +112,9 @@ def estimating_runs(draw) -> list[float]:
 @example(warm_up=2.5, estimating=[12.5, 12.5, 13.0, 16.5, 12.5], timed=12.5)
 def test_partition_profile_device_benchmark_on_a_fake_clock(refimpl_backend, warm_up,
                                                             estimating, timed):
+    if not promise_of(refimpl_backend).refimpl_event_clocks:
+        pytest.skip(f"backend {refimpl_backend.name!r} promises no timing on refimpl's "
+                    "event clocks (PartitionPromise.refimpl_event_clocks)")
     explain = getattr(refimpl_backend, "explain", None)
     if explain is None:
         pytest.skip(f"backend {refimpl_backend.name!r} reports no plan (no explain method)")

@@ -49,11 +49,16 @@ class PartitionPromise:
                      ``least_recompute`` holds too, on joint graphs of at most 16
                      forward values (refimpl's: ``"brute"``, its enumeration of every
                      save-set).
+    refimpl_event_clocks  its ``"profile"`` estimator times a device's runs on the clock
+                     registered for that device type in refimpl's
+                     ``refimpl.partition.runtime.EVENT_CLOCKS`` (refimpl's own; a property
+                     registers a fake clock there to run the device benchmark on a CPU).
     """
 
     least_recompute: bool = False
     modelled_knapsack: bool = False
     exact_solvers: tuple[str, ...] = ()
+    refimpl_event_clocks: bool = False
 
 
 BOUND_ONLY = PartitionPromise()

@@ -32,7 +32,7 @@ class RefimplBackend:
     #: the exact solver (torch's default config, "dp", selects it) recomputes the least; the
     #: knapsack heuristics follow refimpl's formulation of torch's knapsack; "brute" is exact
     partition_promise = PartitionPromise(least_recompute=True, modelled_knapsack=True,
-                                         exact_solvers=("brute",))
+                                         exact_solvers=("brute",), refimpl_event_clocks=True)
     #: the composable checkpoint's contract, and refimpl's debug report (docs/differences.md)
     checkpoint_promise = REFIMPL_CHECKPOINT
 
