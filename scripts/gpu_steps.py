@@ -101,11 +101,16 @@ def run_steps(steps: list[Step], out: Path, work: Path,
 
 def _run_phase(todo: list[Step], work: Path, describe, grace_s: float, out: Path,
                on_result) -> list[dict]:
-    """The steps of one phase side by side; each result written as its step ends."""
-    running = [_start(step, work) for step in todo]
-    results = []
+    """The steps of one phase side by side; each result written as its step ends.
+
+    This process's handlers go in before the steps start: a child inherits an ignored
+    SIGINT (a script's background job ignores it) and a shell cannot trap a signal ignored
+    at its start, while a handled one is reset to the default in the child."""
     previous = _stop_on_signals()
+    running, results = [], []
     try:
+        for step in todo:
+            running.append(_start(step, work))
         while running:
             time.sleep(POLL_S)
             for job in [job for job in running if job.process.poll() is not None]:
