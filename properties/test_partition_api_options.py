@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
+from refimpl.strategies.custom_matmul import as_matmul
 
 #: every real call of the custom op: :func:`signature` of each argument
 CALLS: list[tuple] = []
@@ -55,21 +56,7 @@ def counted_mm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x @ w
 
 
-@counted_mm.register_fake
-def _(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return x.new_empty(x.shape[0], w.shape[1])
-
-
-def _backward(ctx, grad: torch.Tensor):
-    x, w = ctx.saved_tensors
-    return grad @ w.t(), x.t() @ grad
-
-
-def _save(ctx, inputs, output) -> None:
-    ctx.save_for_backward(*inputs)
-
-
-counted_mm.register_autograd(_backward, setup_context=_save)
+as_matmul(counted_mm)
 
 
 def takes_options(backend) -> None:

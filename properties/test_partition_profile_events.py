@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from refimpl.expect.partition_expect import promise_of
 from refimpl.partition import runtime
 from refimpl.properties.reach import reach
+from refimpl.strategies.custom_matmul import as_matmul
 
 #: milliseconds a run may take: exact binary fractions, so sums and products are exact; 0
 #: (100 timed runs), under and over 25 ms (one timed run), and 25 ms exactly
@@ -52,21 +53,7 @@ def clocked_mm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x @ w
 
 
-@clocked_mm.register_fake
-def _(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return x.new_empty(x.shape[0], w.shape[1])
-
-
-def _backward(ctx, grad: torch.Tensor):
-    x, w = ctx.saved_tensors
-    return grad @ w.t(), x.t() @ grad
-
-
-def _save(ctx, inputs, output) -> None:
-    ctx.save_for_backward(*inputs)
-
-
-clocked_mm.register_autograd(_backward, setup_context=_save)
+as_matmul(clocked_mm)
 
 
 class FakeEvent:
