@@ -24,6 +24,7 @@ from torch import nn
 from refimpl.checkpointing import CheckpointError, checkpoint, options, replay, versions, wrapper
 from refimpl.checkpointing import frame as frame_module
 from refimpl.checkpointing.frame import Frame
+from tests.frozen_uses import recording
 
 #: frame.py:177 ``len(recomputed) != len(self.metadata)`` -> ``<``
 SAVE_COUNTS = range(0, 300)
@@ -80,31 +81,6 @@ def test_count_check_sees_at_most_the_forwards_count(monkeypatch) -> None:
     assert "more" in outcomes and "other" in outcomes and "ok" in outcomes, outcomes
 
 
-def _recording(cls, calls: list[str]):
-    """A subclass of the dataclass ``cls`` that records every use ``frozen`` changes: an
-    assignment after ``__init__``, a deletion, a hash."""
-
-    class Recording(cls):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            object.__setattr__(self, "_built", True)  # assignments before this are __init__'s
-
-        def __setattr__(self, name, value):
-            if getattr(self, "_built", False):
-                calls.append(f"set {name}")
-            super().__setattr__(name, value)
-
-        def __delattr__(self, name):
-            calls.append(f"del {name}")
-            super().__delattr__(name)
-
-        def __hash__(self):
-            calls.append("hash")
-            return super().__hash__()
-
-    return Recording
-
-
 @pytest.mark.parametrize("preserve", [True, False])
 def test_replay_state_is_never_changed_nor_hashed(monkeypatch, preserve: bool) -> None:
     """replay.py:29 and replay.py:39 (``frozen=True`` to ``frozen=False`` on ``Autocast`` and
@@ -115,8 +91,8 @@ def test_replay_state_is_never_changed_nor_hashed(monkeypatch, preserve: bool) -
     checkpoints, dropout, with and without ``preserve_rng_state``, record nothing; the
     objects are the frame's private data and never leave it."""
     calls: list[str] = []
-    monkeypatch.setattr(replay, "Autocast", _recording(replay.Autocast, calls))
-    monkeypatch.setattr(replay, "GlobalState", _recording(replay.GlobalState, calls))
+    monkeypatch.setattr(replay, "Autocast", recording(replay.Autocast, calls))
+    monkeypatch.setattr(replay, "GlobalState", recording(replay.GlobalState, calls))
     inner = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5), nn.GELU())
     model = nn.Sequential(inner, nn.Linear(3, 3))
     checkpoint(inner, preserve_rng_state=preserve)
@@ -270,9 +246,9 @@ def test_options_and_reads_are_never_changed_nor_hashed(monkeypatch, preserve: b
     read (nested checkpoints, every option set, buffers written in the forward, a parameter
     changed before a second backward) records none of the three."""
     calls: list[str] = []
-    recording_options = _recording(options.CheckpointOptions, calls)
+    recording_options = recording(options.CheckpointOptions, calls)
     monkeypatch.setattr(wrapper, "CheckpointOptions", recording_options)
-    monkeypatch.setattr(versions, "Read", _recording(versions.Read, calls))
+    monkeypatch.setattr(versions, "Read", recording(versions.Read, calls))
     _changing_step(preserve)
     probe = checkpoint(nn.Linear(1, 1))
     assert type(checkpoint.state(probe).options) is recording_options

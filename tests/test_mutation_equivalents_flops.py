@@ -20,6 +20,7 @@ from refimpl.flops import counter, free_ops, models, summary, table
 from refimpl.flops.counter import FlopCounterMode
 from refimpl.flops.formulas import attention, conv, matmul, registry
 from refimpl.flops.table import render
+from tests.frozen_uses import recording
 
 #: "depth None shows every module": the counter renders with depth 10**9. cosmic-ray's
 #: NumberReplacer moves one of its numbers by one: 9**9, 11**9, 10**8 or 10**10.
@@ -340,24 +341,7 @@ def test_a_counted_run_is_never_changed_nor_hashed(monkeypatch, tmp_path):
 
     calls: list[str] = []
 
-    class Recording(summary.Counted):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            object.__setattr__(self, "_built", True)
-
-        def __setattr__(self, name, value):
-            if getattr(self, "_built", False):
-                calls.append(f"set {name}")
-            super().__setattr__(name, value)
-
-        def __delattr__(self, name):
-            calls.append(f"del {name}")
-            super().__delattr__(name)
-
-        def __hash__(self):
-            calls.append("hash")
-            return super().__hash__()
-
+    Recording = recording(summary.Counted, calls)
     monkeypatch.setattr(summary, "Counted", Recording)
     built = []
     real_count = cli.count
