@@ -40,7 +40,7 @@ from refimpl.partition.cut import cut_of
 from refimpl.partition.graph import JointNode
 from refimpl.partition.mincut import save_set
 from refimpl.partition.options import PartitionOptions
-from tests.test_mutation_equivalents_checkpoint import _recording
+from tests.frozen_uses import recording
 
 #: every role ``refimpl.partition.fx_edge`` assigns (graph.JointNode.role's comment)
 ROLES = ("primal", "tangent", "forward", "backward", "output")
@@ -219,7 +219,7 @@ def _solve_with_recording(monkeypatch, name: str) -> tuple[int, int, list[str]]:
     calls: list[str] = []
     made: list[object] = []
 
-    class Recording(_recording(getattr(problem, name), calls)):
+    class Recording(recording(getattr(problem, name), calls)):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             made.append(self)
@@ -458,7 +458,7 @@ def test_options_26_options_are_never_changed_nor_hashed(monkeypatch):
     from refimpl.partition import api
 
     calls: list[str] = []
-    Recording = _recording(PartitionOptions, calls)
+    Recording = recording(PartitionOptions, calls)
     monkeypatch.setattr(api, "PartitionOptions", Recording)
     x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True)
     for solver, estimator in itertools.product(partitioner.SOLVER_MODULES, ("flops", "profile")):
