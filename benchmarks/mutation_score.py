@@ -324,7 +324,7 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         (_CHECKPOINT_EQ + "test_replay_state_is_never_changed_nor_hashed",
          "GlobalState is never assigned to, deleted from nor hashed: frozen changes nothing"),
     # shown by the partition helper after the first run of seed 731252159, each by its test:
-    "refimpl/partition/graph.py:76 core/ReplaceComparisonOperator_Eq_LtE 0":
+    "refimpl/partition/graph.py:78 core/ReplaceComparisonOperator_Eq_LtE 0":
         (_PARTITION_EQ + "test_graph_76_role_le_backward_is_role_eq_backward",
          "of the five roles fx_edge assigns only 'backward' is <= 'backward'"),
     "refimpl/partition/exhaustive.py:31 core/ReplaceComparisonOperator_Eq_Is 0":
@@ -464,9 +464,6 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         (_PARTITION_EQ + "test_region_57_role_ge_forward_is_role_eq_forward_off_placeholders",
          "the roles >= 'forward' adds are carried only by placeholder and output nodes, which "
          "the condition drops"),
-    "refimpl/partition/graph.py:39 core/NumberReplacer 0":
-        (_PARTITION_EQ + "test_graph_39_every_joint_node_refimpl_makes_names_its_bytes",
-         "the one JointNode construction passes bytes=, so the default is never read"),
     "refimpl/partition/knapsack.py:36 core/ReplaceComparisonOperator_Lt_LtE 1":
         (_PARTITION_EQ + "test_knapsack_36_no_item_has_a_runtime_at_or_below_zero",
          "knapsack's solvers are internal; their one caller passes candidates' items, whose "
@@ -602,9 +599,6 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "refimpl/partition/fx_edge.py:109 core/ReplaceComparisonOperator_Eq_GtE 4":
         (_PARTITION_EQ + "test_fx_edge_41_and_109_op_ge_placeholder_is_op_eq_placeholder",
          "of fx's node ops only 'root' sorts above 'placeholder', and no graph yields it"),
-    "refimpl/partition/graph.py:48 core/NumberReplacer 3":
-        (_PARTITION_EQ + "test_graph_48_every_joint_node_refimpl_makes_names_its_runtime",
-         "the one place refimpl builds a JointNode passes runtime=: the default is never read"),
     "refimpl/partition/mincut.py:95 core/NumberReplacer 30":
         (_PARTITION_EQ + "test_mincut_95_level_ge_one_is_level_ge_zero_off_the_source",
          "only the source has level 0, and it is numbered after every node's vertices"),

@@ -37,7 +37,6 @@ from refimpl.partition import (
 )
 from refimpl.partition.api import joint_graph
 from refimpl.partition.cut import cut_of
-from refimpl.partition.graph import JointNode
 from refimpl.partition.mincut import save_set
 from refimpl.partition.options import PartitionOptions
 from tests.frozen_uses import recording
@@ -364,21 +363,6 @@ def test_region_57_role_ge_forward_is_role_eq_forward_off_placeholders():
     assert "forward" in inspect.getsource(region.effective_budget)
 
 
-def test_graph_39_every_joint_node_refimpl_makes_names_its_bytes():
-    """``refimpl/partition/graph.py:39``, ``bytes: int = 0`` -> another default: the
-    default is for graphs written by hand (tests); the one place refimpl makes a JointNode
-    (``fx_edge.joint_graph_from_fx``, AST-checked over the package) passes ``bytes=``, so
-    no graph refimpl builds reads the default."""
-    package = importlib.import_module("refimpl.partition").__path__[0]
-    calls = []
-    for path in sorted(pathlib.Path(package).glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "JointNode":
-                calls.append((path.name, {k.arg for k in node.keywords}))
-    assert calls == [("fx_edge.py", calls[0][1])] and "bytes" in calls[0][1], calls
-    assert JointNode.__dataclass_fields__["bytes"].default == 0
-
-
 def _split(joint, num_fwd_outputs, static):
     """Forward and backward code of refimpl's partition of a copy of ``joint``, with
     ``static_lifetime_input_indices=static``."""
@@ -596,20 +580,6 @@ def test_fx_edge_41_and_109_op_ge_placeholder_is_op_eq_placeholder():
     assert "root" not in ops and ops <= set(FX_NODE_OPS), ops
     for node in joint.graph.nodes:
         assert (node.op >= "placeholder") == (node.op == "placeholder"), node
-
-
-def test_graph_48_every_joint_node_refimpl_makes_names_its_runtime():
-    """``refimpl/partition/graph.py:48``, ``runtime: float = 0.0`` -> another default: the
-    one place refimpl makes a JointNode (``fx_edge.joint_graph_from_fx``, AST-checked over
-    the package) passes ``runtime=``, so no graph refimpl builds reads the default."""
-    package = importlib.import_module("refimpl.partition").__path__[0]
-    calls = []
-    for path in sorted(pathlib.Path(package).glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "JointNode":
-                calls.append((path.name, {k.arg for k in node.keywords}))
-    assert len(calls) == 1 and calls[0][0] == "fx_edge.py" and "runtime" in calls[0][1], calls
-    assert JointNode.__dataclass_fields__["runtime"].default == 0.0
 
 
 def test_mincut_95_level_ge_one_is_level_ge_zero_off_the_source():

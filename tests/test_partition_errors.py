@@ -15,10 +15,11 @@ from refimpl.partition.errors import (
     PartitionError,
     SolverTimeLimit,
 )
-from refimpl.partition.graph import JointGraph, JointNode
+from refimpl.partition.graph import JointGraph
 from refimpl.partition.options import PartitionOptions
 from refimpl.partition.partitioner import bans_and_bounds, choose
 from refimpl.partition.problem import Problem
+from tests.joint_nodes import node
 
 
 def twice(x, w):
@@ -88,11 +89,11 @@ def test_bound_below_every_plan_is_infeasible_not_clamped():
 
 
 def test_value_neither_savable_nor_recomputable_is_an_error():
-    nodes = [JointNode("x", "placeholder", [], "primal", users=["r"], storage="x"),
-             JointNode("r", "rand_tuple", ["x"], "forward", bytes=4, savable=False,
-                       random=True, storage="r", users=["g"], fw_required=True),
-             JointNode("t", "placeholder", [], "tangent", users=["g"], storage="t"),
-             JointNode("g", "mul.Tensor", ["r", "t"], "backward", storage="g")]
+    nodes = [node("x", "primal", op="placeholder", users=["r"]),
+             node("r", "forward", ["x"], op="rand_tuple", bytes=4, savable=False,
+                  random=True, users=["g"], fw_required=True),
+             node("t", "tangent", op="placeholder", users=["g"]),
+             node("g", "backward", ["r", "t"], op="mul.Tensor")]
     graph = JointGraph(nodes, num_fwd_outputs=1, bw_outputs=["g"])
     with pytest.raises(NoFiniteCut, match="neither saved nor recomputed") as info:
         bans_and_bounds(graph)

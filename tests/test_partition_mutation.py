@@ -9,10 +9,11 @@ import torch
 
 import refimpl
 from refimpl.partition.candidates import reads_mutated_input
-from refimpl.partition.graph import JointGraph, JointNode
+from refimpl.partition.graph import JointGraph
 from refimpl.partition.mutation import mutated_inputs
 from refimpl.properties.test_partition_mutation import check_at_sizes
 from refimpl.strategies.mutating import MutationSpec
+from tests.joint_nodes import node
 
 
 def write_then_read(x, w):
@@ -43,15 +44,11 @@ def test_mutated_inputs_found_on_fake_copies():
     assert w._version == 0  # detection ran on fake copies
 
 
-def _node(name, role, inputs=(), **kw):
-    return JointNode(name=name, op=kw.pop("op", name), inputs=list(inputs), role=role, **kw)
-
-
 def test_readers_of_a_mutated_primal_and_its_views_are_banned():
     graph = JointGraph([
-        _node("w", "primal", mutated=True), _node("x", "primal"),
-        _node("v", "forward", ["w"], view=True), _node("h", "forward", ["v"]),
-        _node("y", "forward", ["x"])], num_fwd_outputs=1)
+        node("w", "primal", mutated=True), node("x", "primal"),
+        node("v", "forward", ["w"], view=True, storage="w"), node("h", "forward", ["v"]),
+        node("y", "forward", ["x"])], num_fwd_outputs=1, bw_outputs=[])
     assert reads_mutated_input(graph) == {"v", "h"}
 
 

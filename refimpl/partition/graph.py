@@ -21,36 +21,38 @@ a ``region_activation_memory_budget`` region (torch 2.13 on) as ``region_budget`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from refimpl.partition.errors import TraceError
 
 __all__ = ["JointGraph", "JointNode", "TraceError"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class JointNode:
-    """One node of the joint graph, as plain data."""
+    """One node of the joint graph, as plain data. Every field is given by name and none has
+    a default: a node states all its facts (:func:`refimpl.partition.fx_edge.joint_graph_from_fx`
+    is the one builder), so no fact can be left to a default by mistake."""
 
     name: str
     op: str  # "placeholder", "output", or the aten op's name
     inputs: list[str]
     role: str  # "primal" | "tangent" | "forward" | "backward" | "output"
-    bytes: int = 0  # activation bytes kept alive if this value is saved (0 for input aliases)
-    savable: bool = True  # False for tuples and other values that cannot be saved as such
-    is_sym: bool = False  # a SymInt/SymFloat (dynamic shapes), saved as a symbol
-    random: bool = False  # nondeterministic_seeded: recomputing it would draw fresh values
-    mutable: bool = False  # writes to an argument
-    pointwise: bool = False
-    view: bool = False
-    storage: str = ""  # name of the node whose storage this value lives in (views: the base)
-    fw_required: bool = False  # the forward outputs need it
-    runtime: float = 0.0  # estimator units (FLOPs or seconds)
-    users: list[str] = field(default_factory=list)
-    policy: str = ""  # "must_save", "prefer_save", "must_recompute", "prefer_recompute"
-    ac_graph_id: int | None = None  # which checkpoint region it belongs to
-    mutated: bool = False  # a primal the forward writes to in place (refimpl.partition.mutation)
-    region_budget: float | None = None  # torch (2.13 on): region_activation_memory_budget
+    bytes: int  # activation bytes kept alive if this value is saved (0 for input aliases)
+    savable: bool  # False for tuples and other values that cannot be saved as such
+    is_sym: bool  # a SymInt/SymFloat (dynamic shapes), saved as a symbol
+    random: bool  # nondeterministic_seeded: recomputing it would draw fresh values
+    mutable: bool  # writes to an argument
+    pointwise: bool
+    view: bool
+    storage: str  # name of the node whose storage this value lives in (views: the base)
+    fw_required: bool  # the forward outputs need it
+    runtime: float  # estimator units (FLOPs or seconds)
+    users: list[str]
+    policy: str  # "must_save", "prefer_save", "must_recompute", "prefer_recompute" or ""
+    ac_graph_id: int | None  # which checkpoint region it belongs to
+    mutated: bool  # a primal the forward writes to in place (refimpl.partition.mutation)
+    region_budget: float | None  # torch (2.13 on): region_activation_memory_budget
 
     @property
     def must_recompute(self) -> bool:
@@ -64,7 +66,7 @@ class JointGraph:
 
     nodes: list[JointNode]
     num_fwd_outputs: int
-    bw_outputs: list[str] = field(default_factory=list)  # names returned as gradients
+    bw_outputs: list[str]  # names returned as gradients
 
     def __post_init__(self) -> None:
         self.by_name = {n.name: n for n in self.nodes}
