@@ -10,6 +10,16 @@ inputs: the output, each input's gradient and, for a module, each parameter's gr
 within ``torch.testing.assert_close``'s default tolerances (torch's compiles may fuse).
 A target without ``memory_efficient_fusion`` is skipped, with the reason.
 
+Both fusions plan at the default budget, torch's ``activation_memory_budget`` default of 1.0
+(refimpl's ``PartitionOptions()``; functorch's min-cut partitioner under the untouched
+config). So, for a function, the bytes the fused forward leaves for the backward (refimpl's
+meter, :func:`refimpl.memory.measure_saved`) equal those of torch's
+``functorch.compile.memory_efficient_fusion`` of the same function on the same inputs: a
+fusion that planned at another budget keeps other bytes (at 0, not the activation's input;
+its matmul is recomputed). (Not those of the target's ``compile`` at 1.0: a fusion traces
+without dynamo and without decompositions, and both torch's and refimpl's save the
+activation's output as well there.)
+
 The programs: ``act(x @ W1) @ W2`` with the activation drawn, as a function of ``(x, W1,
 W2)`` and as ``Sequential(Linear, act, Linear)`` of ``x``; widths 2-8.
 
@@ -23,10 +33,12 @@ import copy
 
 import pytest
 import torch
+from functorch.compile import memory_efficient_fusion as torch_memory_efficient_fusion
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
+from refimpl.memory import measure_saved
 from refimpl.properties.reach import reach
 
 ACTIVATIONS = {"cos": torch.cos, "sin": torch.sin, "tanh": torch.tanh,
@@ -84,3 +96,15 @@ def test_memory_efficient_fusion_trains_as_eager(refimpl_backend, n, widths, act
     assert len(got_grads) == len(want_grads), f"{what}: {len(got_grads)} gradients"
     for i, (g, w) in enumerate(zip(got_grads, want_grads)):
         torch.testing.assert_close(g, w, msg=lambda m, i=i: f"{what}: gradient {i}\n{m}")
+    if not as_module:
+        check_saved_as_torch_fusion(fuse, fn, tensors, what)
+
+
+def check_saved_as_torch_fusion(fuse, fn, tensors, what: str) -> None:
+    """The fused function's saved bytes are those of functorch's fusion (module docstring),
+    each measured by the meter on fresh copies of the inputs."""
+    fresh = lambda: [t.detach().clone().requires_grad_() for t in tensors]
+    fused = measure_saved(fuse(fn), *fresh()).bytes
+    expected = measure_saved(torch_memory_efficient_fusion(fn), *fresh()).bytes
+    assert fused == expected, (f"{what}: the fused forward saves {fused} bytes, functorch's "
+                               f"memory_efficient_fusion (budget 1.0) {expected}")
