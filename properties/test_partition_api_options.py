@@ -11,7 +11,9 @@ A target whose ``compile`` takes no keyword options (torch's) is skipped, with t
   zero) of the recorded shapes, strides, dtype and device; calls with the same signature
   share one timing. The program calls a custom op (``refimpl_props::counted_mm``) that
   records every real call; the calls made while the first compiled forward runs are the
-  timing's and the forward's own.
+  timing's and the forward's own. Half the programs mark the batch size of ``x`` dynamic:
+  the graph then holds symbolic sizes, and the timing runs at their hints (the sizes of the
+  call that compiled), on the device the values live on.
 * ``solver_time_limit``: a limit no solve can meet (1e-9 s) at a budget that makes the
   exact solver choose raises an error naming ``solver_time_limit``; a generous one plans.
 * A bad value (``profile_repeats`` < 1 or not an int; ``solver_time_limit`` <= 0, infinite,
@@ -71,7 +73,8 @@ def takes_options(backend) -> None:
 def counted_programs(draw):
     """(fn, inputs): ``x`` times two weights of one shape (two calls of one signature),
     and optionally a third weight of another width; the weights
-    transposed or not (strides), float32 or float64."""
+    transposed or not (strides), float32 or float64; ``x``'s batch size marked dynamic or
+    not (a symbolic size: the estimator times on inputs of its hint, on the op's device)."""
     dtype = draw(st.sampled_from([torch.float32, torch.float64]))
     n, width, out = draw(st.integers(2, 6)), draw(st.integers(2, 6)), draw(st.integers(2, 6))
     same = 2  # two calls of one signature: one timing shared
@@ -84,6 +87,8 @@ def counted_programs(draw):
         return w.requires_grad_()
 
     x = torch.randn(n, width, dtype=dtype, requires_grad=True)
+    if draw(st.booleans()):
+        torch._dynamo.mark_dynamic(x, 0)
     weights = [weight(out) for _ in range(same)] + ([weight(other)] if other else [])
 
     def fn(x, *ws):
