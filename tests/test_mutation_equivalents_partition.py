@@ -25,9 +25,11 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental import symbolic_shapes
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+from refimpl.cse import fx_graph_cse
 from refimpl.partition import (
     candidates,
     cost,
+    cut,
     fx_edge,
     knapsack,
     mincut,
@@ -210,20 +212,22 @@ def test_mutation_106_a_version_counter_never_falls(write):
     assert (after != before) == (after > before)
 
 
-def _solve_with_recording(monkeypatch, name: str) -> tuple[int, int, list[str]]:
+def _solve_with_recording(monkeypatch, name: str, module=partitioner
+                          ) -> tuple[int, int, list[str]]:
     """Every solver at budgets 0, 0.4 and 1 on the small graph (and, but for ``brute``,
-    whose promise is n <= 16, the views graph) with ``partitioner.<name>`` replaced by a
-    subclass that records assignment, deletion and hashing. Returns how many instances were
-    made, how many ``choose_many`` runs there were, and what was recorded."""
+    whose promise is n <= 16, the views graph) with ``module.<name>`` (where the class is
+    looked up when an instance is made) replaced by a subclass that records assignment,
+    deletion and hashing. Returns how many instances were made, how many ``choose_many``
+    runs there were, and what was recorded."""
     calls: list[str] = []
     made: list[object] = []
 
-    class Recording(recording(getattr(problem, name), calls)):
+    class Recording(recording(getattr(module, name), calls)):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(partitioner, name, Recording)
+    monkeypatch.setattr(module, name, Recording)
     small, views = _graphs()
     runs = [(small, s) for s in partitioner.SOLVER_MODULES] + [
         (views, s) for s in partitioner.SOLVER_MODULES if s != "brute"]
@@ -625,3 +629,53 @@ def test_region_52_len_ne_one_is_len_gt_one_past_the_empty_case():
         assert (length != 1) == (length > 1), length
     source = inspect.getsource(region.effective_budget)
     assert source.index("if not budgets:") < source.index("if len(budgets) > 1:")
+
+
+def test_candidates_38_an_item_is_never_changed_nor_hashed(monkeypatch):
+    """``refimpl/partition/candidates.py:38``, ``@dataclass(frozen=True)`` -> ``frozen=False``
+    on the knapsack's ``Item``: ``frozen`` changes only assignment and deletion after
+    ``__init__`` and the generated ``__hash__``. ``Item`` is internal (made by
+    ``candidates.items``, read by the knapsack solvers); with a recording subclass in its
+    place, every solver at budgets 0, a middle one and 1 makes items and does none of the
+    three to them."""
+    made, _, calls = _solve_with_recording(monkeypatch, "Item", candidates)
+    assert made > 0
+    assert calls == []
+
+
+def test_cut_19_a_cut_is_never_changed_nor_hashed(monkeypatch):
+    """``refimpl/partition/cut.py:19``, ``@dataclass(frozen=True)`` -> ``frozen=False`` on
+    ``Cut``: ``Cut`` is internal (made by ``cut.cut_of``, read by the solvers and
+    ``partitioner``); with a recording subclass in its place, every solver at budgets 0, a
+    middle one and 1 makes cuts and never assigns to, deletes from nor hashes one."""
+    made, runs, calls = _solve_with_recording(monkeypatch, "Cut", cut)
+    assert made >= runs
+    assert calls == []
+
+
+def test_fx_node_ops_are_interned_literals_so_is_and_eq_agree():
+    """``node.op == "<op>"`` -> ``node.op is "<op>"`` (and ``!=`` -> ``is not``) on the fx
+    nodes of a joint graph: ``refimpl/partition/cost.py:91`` and ``runtime.py:150``
+    (``!= "call_function"``), ``fx_edge.py:41``, ``:82``, ``:109``, ``:237``
+    (``== "placeholder"``), ``:84`` (``== "output"``), ``:157`` (``== "call_function"``).
+    fx's graph builders set ``op`` from string literals of fx's own source (make_fx's
+    proxies, ``node_copy`` in the CSE pass), which CPython interns, so every node's
+    ``op`` is the interned object of its value and identity agrees with equality for every
+    legal op, on joint graphs (after refimpl's CSE stage too) of programs with views of
+    inputs and of activations. (A string made at run time would not be interned: the
+    device-type comparison of ``runtime.py:52`` is not equivalent, and a property kills it.)"""
+    from torch.fx.node import _legal_ops
+
+    views_args = (torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True),
+                  torch.randn(3, requires_grad=True))
+    joints = [fx_edge.trace_joint(_program, torch.randn(3, 4, requires_grad=True),
+                                  torch.randn(4, 5, requires_grad=True))[0],
+              fx_edge.trace_joint(_views_program, *views_args)[0]]
+    graphs = [j.graph for j in joints] + [fx_graph_cse(j.graph) for j in joints]
+    ops = [node.op for graph in graphs for node in graph.nodes]
+    assert {"placeholder", "call_function", "output"} <= set(ops), set(ops)
+    for op in ops:
+        assert op is sys.intern(op), op
+        for literal in _legal_ops:
+            assert operator.is_(op, literal) == (op == literal), (op, literal)
+            assert operator.is_not(op, literal) == (op != literal), (op, literal)
