@@ -19,7 +19,10 @@ the report's own code:
   trace, a plan per budget): the first plan's fields and summary as ``explain``'s above, the
   second's bytes those of the budget-1.0 compile;
 * ``summary()``: five lines, written out here from those measured figures (bytes in MiB to
-  two decimals, ``2**20`` bytes a MiB; the recompute cost as ``%g``).
+  two decimals, ``2**20`` bytes a MiB; the recompute cost as ``%g``);
+* the plan is a value a user may keep: it hashes (a set of plans, a dict keyed by plan) and
+  refuses assignment to a field (``AttributeError``, which dataclasses'
+  ``FrozenInstanceError`` is), its fields unchanged after the attempt.
 
 The programs are two matmul chains (``cos(x @ W1)``, ``sin(that @ W2)``) with a batch and
 widths drawn so that the byte figures land from about 0.01 MiB to 1 MiB: a summary that
@@ -105,6 +108,7 @@ def test_partition_plan_report_reads_the_compiled_plan(refimpl_backend, spec, as
     observed = {name: getattr(plan, name) for name in fields}
     assert observed == fields, (f"{why}\nplan fields: expected {fields} (measured on the "
                                 f"compiled function), observed {observed}")
+    check_a_value(plan, why)
     wanted = expected_summary(plan, budget, saved, bound, low, high, recomputed)
     lines = plan.summary().split("\n")
     assert lines == wanted, f"{why}\nsummary: expected\n{wanted}\nobserved\n{lines}"
@@ -121,3 +125,16 @@ def test_partition_plan_report_reads_the_compiled_plan(refimpl_backend, spec, as
             f"{why}\nexplain_many(memory_budgets=[{budget}, 1.0]): expected {[fields, at_one]}"
             f" (measured on the compiled function), observed {observed_many}")
         assert many[0].summary().split("\n") == wanted, f"{why}\nexplain_many's summary"
+
+
+def check_a_value(plan, why: str) -> None:
+    """The plan hashes and refuses assignment to its fields (module docstring)."""
+    assert len({plan, plan}) == 1 and hash(plan) == hash(plan), f"{why}\nplan hash"
+    before = plan.saved_bytes
+    try:
+        plan.saved_bytes = before + 1
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError(f"{why}\nplan.saved_bytes = ... was accepted: a plan is a value")
+    assert plan.saved_bytes == before, f"{why}\nplan.saved_bytes changed by a refused write"
