@@ -679,3 +679,23 @@ def test_fx_node_ops_are_interned_literals_so_is_and_eq_agree():
         for literal in _legal_ops:
             assert operator.is_(op, literal) == (op == literal), (op, literal)
             assert operator.is_not(op, literal) == (op != literal), (op, literal)
+
+
+def test_roles_are_interned_literals_so_is_and_eq_agree():
+    """``role == "<role>"`` -> ``role is "<role>"`` (and ``!=`` -> ``is not``) wherever the
+    partitioner tests a node's role (``fx_edge._roles``'s values, ``JointNode.role``): every
+    role is one of ``_roles``'s string literals (AST-checked), which CPython interns, and the
+    JointNode roles are those same objects. So for every node of joint graphs with views of
+    inputs and of activations, and for every role literal, identity agrees with equality.
+    (Not so for a string made at run time: the policy names are not registered here.)"""
+    assert _role_literals() == set(ROLES)
+    roles = [node.role for graph in _graphs() for node in graph.nodes]
+    joint, _ = fx_edge.trace_joint(_program, torch.randn(3, 4, requires_grad=True),
+                                   torch.randn(4, 5, requires_grad=True))
+    fx_roles = list(fx_edge._roles(joint).values())
+    assert set(roles) == set(fx_roles) == set(ROLES), set(roles)
+    for role in roles + fx_roles:
+        assert role is sys.intern(role), role
+        for literal in ROLES:
+            assert operator.is_(role, literal) == (role == literal), (role, literal)
+            assert operator.is_not(role, literal) == (role != literal), (role, literal)
