@@ -36,6 +36,7 @@ from refimpl.partition import (
     partitioner,
     problem,
     region,
+    runtime,
 )
 from refimpl.partition.api import joint_graph
 from refimpl.partition.cut import cut_of
@@ -699,3 +700,46 @@ def test_roles_are_interned_literals_so_is_and_eq_agree():
         for literal in ROLES:
             assert operator.is_(role, literal) == (role == literal), (role, literal)
             assert operator.is_not(role, literal) == (role != literal), (role, literal)
+
+
+def test_runtime_195_name_le_flops_is_name_eq_flops():
+    """``refimpl/partition/runtime.py:195``, ``name == "flops"`` -> ``name <= "flops"`` in
+    ``runtime_estimator``: its one caller (``fx_edge.prepare``, AST-checked) passes
+    ``options.runtime_estimator``, which ``PartitionOptions`` checks is one of
+    ``RUNTIME_ESTIMATORS`` (an unknown name is refused); of those, only "flops" is
+    ``<= "flops"``, so the two tests pick the same estimator for every name that arrives."""
+    from refimpl.partition.options import RUNTIME_ESTIMATORS
+
+    assert set(RUNTIME_ESTIMATORS) == {"flops", "profile"}
+    for name in RUNTIME_ESTIMATORS:
+        assert (name <= "flops") == (name == "flops"), name
+    with pytest.raises(ValueError, match="runtime_estimator"):
+        PartitionOptions(runtime_estimator="fflops")
+    calls = [node for path in pathlib.Path(fx_edge.__file__).parent.glob("*.py")
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Call)
+             and getattr(node.func, "attr", "") == "runtime_estimator"]
+    assert [ast.unparse(c.args[0]) for c in calls] == ["options.runtime_estimator"]
+
+
+def test_fx_edge_176_role_ge_forward_prices_only_what_costs_nothing():
+    """``refimpl/partition/fx_edge.py:176``, ``roles[node] == "forward"`` -> ``roles[node] >=
+    "forward"`` when pricing a node: besides "forward", the roles that sort at or above it are
+    "primal", "tangent" and "output", carried by placeholder and output nodes only, and both
+    estimators price a node that is not a call_function at 0.0; so every node's runtime is
+    the same under both tests (shown on joint graphs with views, each estimator)."""
+    assert sorted(r for r in ROLES if r >= "forward") == ["forward", "output", "primal",
+                                                          "tangent"]
+    views_args = (torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True),
+                  torch.randn(3, requires_grad=True))
+    for fn, args in ((_program, (torch.randn(3, 4, requires_grad=True),
+                                 torch.randn(4, 5, requires_grad=True))),
+                     (_views_program, views_args)):
+        joint, _ = fx_edge.trace_joint(fn, *args)
+        roles = fx_edge._roles(joint)
+        for name in ("flops", "profile"):
+            estimate = runtime.runtime_estimator(name, 1)
+            for node, role in roles.items():
+                if role != "forward" and role >= "forward":
+                    assert node.op in ("placeholder", "output"), (node, role)
+                    assert estimate(node) == 0.0, (name, node)
