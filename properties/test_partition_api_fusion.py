@@ -33,7 +33,6 @@ import copy
 
 import pytest
 import torch
-from functorch.compile import memory_efficient_fusion as torch_memory_efficient_fusion
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
@@ -103,6 +102,10 @@ def test_memory_efficient_fusion_trains_as_eager(refimpl_backend, n, widths, act
 def check_saved_as_torch_fusion(fuse, fn, tensors, what: str) -> None:
     """The fused function's saved bytes are those of functorch's fusion (module docstring),
     each measured by the meter on fresh copies of the inputs."""
+    # torch's compiler stack, loaded on use as refimpl.oracle.builtin does: importing it at
+    # collection would change what every other component's campaign runs beside
+    from functorch.compile import memory_efficient_fusion as torch_memory_efficient_fusion
+
     fresh = lambda: [t.detach().clone().requires_grad_() for t in tensors]
     fused = measure_saved(fuse(fn), *fresh()).bytes
     expected = measure_saved(torch_memory_efficient_fusion(fn), *fresh()).bytes

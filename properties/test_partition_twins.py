@@ -3,8 +3,8 @@
 torch's partitioner first merges the joint graph's duplicate pure computations
 (``torch._functorch.config.cse``, on by default; refimpl's ``PartitionOptions.cse``), so a
 program that computes one value twice is planned as the program that computes it once.
-The property is metamorphic: two programs of the same inputs, compiled by the target at the
-same budget, measured by refimpl's meter (:func:`refimpl.memory.measure_saved`):
+The property is metamorphic: two programs of the same inputs, compiled by the target at
+torch's default budget 1.0, measured by refimpl's meter (:func:`refimpl.memory.measure_saved`):
 
 * *twins*: ``a = f(x, w)`` and ``b = f(x, w)``, two calls of the same pure computation
   (``x @ w``, or ``act(x @ w)``), read by two different activations ``g(a) + h(b)``;
@@ -12,7 +12,8 @@ same budget, measured by refimpl's meter (:func:`refimpl.memory.measure_saved`):
 
 Expectation: the twins save exactly the bytes the single computation saves, and both give
 eager's output and gradients. A partitioner that plans on the graph before CSE keeps both
-copies where it keeps one (at budget 1.0, twice the bytes).
+copies where it keeps one (twice the bytes). (Below budget 1.0 the single program of these
+sizes recomputes its matmul and saves nothing, so a second copy need not show.)
 
 Reach (``refimpl.properties.reach``): the single program saves some bytes, so a second copy
 would show.
@@ -61,21 +62,20 @@ def run(compiled, x: torch.Tensor, w: torch.Tensor) -> tuple[int, torch.Tensor, 
 
 @given(n=st.integers(1, 6), width=st.integers(2, 8), out=st.integers(2, 8),
        inner=st.sampled_from([None, *sorted(ACTIVATIONS)]),
-       pair=st.permutations(sorted(ACTIVATIONS)), budget=st.sampled_from([0.5, 1.0]))
-def test_partition_plans_twin_computations_as_one(refimpl_backend, n, width, out, inner, pair,
-                                                  budget):
+       pair=st.permutations(sorted(ACTIVATIONS)))
+def test_partition_plans_twin_computations_as_one(refimpl_backend, n, width, out, inner, pair):
     compile_fn = component(refimpl_backend, "compile")
     g, h = ACTIVATIONS[pair[0]], ACTIVATIONS[pair[1]]
     twins, once = programs(computation(inner), g, h)
     torch.manual_seed(0)
     x, w = torch.randn(n, width), torch.randn(width, out)
     torch._dynamo.reset()
-    once_bytes, _, _ = run(compile_fn(once, memory_budget=budget), x, w)
-    twin_bytes, got, got_grads = run(compile_fn(twins, memory_budget=budget), x, w)
+    once_bytes, _, _ = run(compile_fn(once, memory_budget=1.0), x, w)
+    twin_bytes, got, got_grads = run(compile_fn(twins, memory_budget=1.0), x, w)
     _, want, want_grads = run(once, x, w)
     reach(once_bytes > 0)
     what = (f"twins f={'x @ w' if inner is None else inner + '(x @ w)'} read by {pair[0]} "
-            f"and {pair[1]}, x {n}x{width}, w {width}x{out}, budget={budget}, "
+            f"and {pair[1]}, x {n}x{width}, w {width}x{out}, budget=1.0, "
             f"backend={refimpl_backend.name!r}")
     assert twin_bytes == once_bytes, (
         f"{what}: the twins save {twin_bytes} bytes, the computation written once "
