@@ -102,8 +102,7 @@ def test_memory_efficient_fusion_trains_as_eager(refimpl_backend, n, widths, act
 def check_saved_as_torch_fusion(fuse, fn, tensors, what: str) -> None:
     """The fused function's saved bytes are those of functorch's fusion (module docstring),
     each measured by the meter on fresh copies of the inputs."""
-    # torch's compiler stack, loaded on use as refimpl.oracle.builtin does: importing it at
-    # collection would change what every other component's campaign runs beside
+    # torch's compiler stack (~1 s to import), loaded on use as refimpl.oracle.builtin does
     from functorch.compile import memory_efficient_fusion as torch_memory_efficient_fusion
 
     fresh = lambda: [t.detach().clone().requires_grad_() for t in tensors]
