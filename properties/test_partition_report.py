@@ -18,6 +18,10 @@ the report's own code:
 * ``explain_many(fn, *args, memory_budgets=[budget, 1.0])``, where the target has it (one
   trace, a plan per budget): the first plan's fields and summary as ``explain``'s above, the
   second's bytes those of the budget-1.0 compile;
+* ``saved`` and ``saved_inputs``: as many activation names as the compiled function holds
+  distinct new storages for its backward, and as many input names as the tensors it saves
+  beyond those (the meter's counts: these programs save each value once, and no two saved
+  activations share a storage); no name in both;
 * ``summary()``: five lines, written out here from those measured figures (bytes in MiB to
   two decimals, ``2**20`` bytes a MiB; the recompute cost as ``%g``);
 * the plan is a value a user may keep: it hashes (a set of plans, a dict keyed by plan) and
@@ -39,7 +43,12 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from refimpl.expect.partition_expect import backward_flops, bound_bytes, measured
+from refimpl.expect.partition_expect import (
+    backward_flops,
+    bound_bytes,
+    measured,
+    measured_report,
+)
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
 from refimpl.properties.test_partition_properties import expected_of, reproducer
@@ -96,8 +105,9 @@ def test_partition_plan_report_reads_the_compiled_plan(refimpl_backend, spec, as
         plan = explain(fn, *spec.inputs(0), memory_budget=asked)
         high = measured(compile_fn(fn, memory_budget=1.0), spec)[0]
         compiled = compile_fn(fn, memory_budget=asked)  # None: the default, 1.0
-        saved = measured(compiled, spec)[0]  # the first call compiles
+        report = measured_report(compiled, spec)[0]  # the first call compiles
         recomputed = backward_flops(compiled, spec) - run.backward_flops
+    saved = report.bytes
     low = expected.min_bytes
     bound = bound_bytes(low, high, budget)
     reach(low < high)
@@ -109,6 +119,7 @@ def test_partition_plan_report_reads_the_compiled_plan(refimpl_backend, spec, as
     assert observed == fields, (f"{why}\nplan fields: expected {fields} (measured on the "
                                 f"compiled function), observed {observed}")
     check_a_value(plan, why)
+    check_names(plan, report, why)
     wanted = expected_summary(plan, budget, saved, bound, low, high, recomputed)
     lines = plan.summary().split("\n")
     assert lines == wanted, f"{why}\nsummary: expected\n{wanted}\nobserved\n{lines}"
@@ -125,6 +136,16 @@ def test_partition_plan_report_reads_the_compiled_plan(refimpl_backend, spec, as
             f"{why}\nexplain_many(memory_budgets=[{budget}, 1.0]): expected {[fields, at_one]}"
             f" (measured on the compiled function), observed {observed_many}")
         assert many[0].summary().split("\n") == wanted, f"{why}\nexplain_many's summary"
+
+
+def check_names(plan, report, why: str) -> None:
+    """The plan names what the compiled function holds (module docstring): its activations
+    by the meter's distinct new storages, its inputs by the saved tensors beyond those."""
+    counts = {"saved": len(plan.saved), "saved_inputs": len(plan.saved_inputs)}
+    held = {"saved": report.storages, "saved_inputs": report.saved_tensors - report.storages}
+    assert counts == held and not set(plan.saved) & set(plan.saved_inputs), (
+        f"{why}\nplan names: expected {held} (the meter's counts), observed {counts}: "
+        f"saved={plan.saved}, saved_inputs={plan.saved_inputs}")
 
 
 def check_a_value(plan, why: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import importlib
 import inspect
 import itertools
@@ -43,6 +44,7 @@ from refimpl.partition.cut import cut_of
 from refimpl.partition.mincut import save_set
 from refimpl.partition.options import PartitionOptions
 from tests.frozen_uses import recording
+from tests.joint_traces import trace_joint
 
 #: every role ``refimpl.partition.fx_edge`` assigns (graph.JointNode.role's comment)
 ROLES = ("primal", "tangent", "forward", "backward", "output")
@@ -127,8 +129,8 @@ def _graphs():
             joint_graph(_views_program, *args)]
 
 
-def test_fx_edge_176_role_is_forward_is_role_eq_forward():
-    """``refimpl/partition/fx_edge.py:176``, ``roles[node] == "forward"`` -> ``roles[node] is
+def test_fx_edge_174_role_is_forward_is_role_eq_forward():
+    """``refimpl/partition/fx_edge.py:174``, ``roles[node] == "forward"`` -> ``roles[node] is
     "forward"``: ``roles`` holds only ``_roles``'s string literals (AST-checked), which
     CPython interns, so identity and equality agree for every node; the JointNode roles
     are those same objects."""
@@ -201,8 +203,8 @@ WRITES = {
 
 
 @pytest.mark.parametrize("write", sorted(WRITES))
-def test_mutation_106_a_version_counter_never_falls(write):
-    """``refimpl/partition/mutation.py:106``, ``v._version != b`` -> ``v._version > b``:
+def test_mutation_112_a_version_counter_never_falls(write):
+    """``refimpl/partition/mutation.py:112``, ``v._version != b`` -> ``v._version > b``:
     ``b`` is the version of a fresh fake copy read just before the graph runs, and the only
     things that move a version counter are in-place ops, which bump it (+1); nothing an
     FX graph can call sets it lower (``_unsafe_set_version_counter`` is no aten op). So
@@ -274,6 +276,41 @@ def test_knapsack_92_no_room_chooses_nothing_and_cuts_the_min_plan():
             assert knapsack.solve(problem_at_min, PartitionOptions(solver=solver)) == bans.low
 
 
+def test_knapsack_90_the_bound_at_max_is_the_max_plans_own_int(monkeypatch):
+    """``refimpl/partition/knapsack.py:90`` (seed 194876049), ``bans.high.bytes <=
+    problem.bound`` -> ``bans.high.bytes is problem.bound``. The bound never exceeds the
+    ``max`` plan's bytes (``budget_bound`` caps it at ``max_bytes``, and ``max_bytes`` is
+    ``max(high, low)`` with ``high >= low``: a min cut under more bans is no smaller), so
+    ``<=`` holds only at equality; and there the bound IS ``bans.high.bytes``'s int object:
+    ``max`` and ``min`` return their first argument on a tie, and ``choose_many`` passes
+    ``high`` first to ``max``, ``budget_bound`` ``max_bytes`` first to ``min``. Shown on
+    every problem the knapsack solvers meet on real graphs, at budgets whose bound falls
+    below the max and at ``1 - 1e-10``, whose bound reaches it (the equality case is met, with
+    byte counts past CPython's small-int cache, where ``is`` is not ``==`` by accident)."""
+    met: list[problem.Problem] = []
+    real_solve = knapsack.solve
+
+    def recording_solve(prob, options):
+        met.append(prob)
+        return real_solve(prob, options)
+
+    monkeypatch.setattr(knapsack, "solve", recording_solve)
+    wide = joint_graph(_program, torch.randn(16, 32, requires_grad=True),
+                       torch.randn(32, 64, requires_grad=True))  # bytes past 256
+    for graph in [*_graphs(), wide]:
+        for solver in sorted(knapsack.SOLVERS):
+            partitioner.choose_many(graph, [0.0, 0.3, 0.7, 1 - 1e-10],
+                                    PartitionOptions(solver=solver))
+    assert met
+    at_max_past_small_ints = 0
+    for prob in met:
+        high = prob.bans.high.bytes
+        assert high >= prob.bans.low.bytes and prob.bound <= high, prob
+        assert (high <= prob.bound) == (high is prob.bound), (high, prob.bound)
+        at_max_past_small_ints += high == prob.bound and high > 256
+    assert at_max_past_small_ints
+
+
 # --- seed 4198725056's partition survivors shown equivalent (the partition helper, session 3)
 
 
@@ -334,22 +371,6 @@ def test_mincut_71_level_ge_is_level_eq():
         assert mincut.max_flow_source_side(net, s, t) == mincut.max_flow_source_side(twin, s, t)
 
 
-def test_mutation_84_a_storage_never_has_negative_bytes():
-    """``refimpl/partition/mutation.py:84``, ``nbytes() > 0`` -> ``nbytes() != 0``:
-    ``UntypedStorage.nbytes()`` is a byte count (a ``size_t`` in c10), never negative, so
-    the two tests agree. Shown on the storages of tensors of every kind an input can be:
-    empty, zero-size, scalars, views, offsets, every dtype width, resized to 0."""
-    made = [torch.empty(0), torch.zeros(0, 3), torch.tensor(1.0), torch.randn(3, 4).t(),
-            torch.randn(5)[2:], torch.zeros(2, dtype=torch.bool),
-            torch.zeros(2, dtype=torch.complex128), torch.zeros(3, dtype=torch.int8),
-            torch.randn(4).resize_(0), torch.randn(2, 0, 3).expand(4, 2, 0, 3)]
-    for tensor in made:
-        nbytes = tensor.untyped_storage().nbytes()
-        assert nbytes >= 0, tensor
-        assert (nbytes > 0) == (nbytes != 0)
-    assert {t.untyped_storage().nbytes() == 0 for t in made} == {True, False}
-
-
 def test_region_57_role_ge_forward_is_role_eq_forward_off_placeholders():
     """``refimpl/partition/region.py:57``, ``n.role == "forward"`` -> ``n.role >=
     "forward"``: of the five roles, ``>=`` "forward" adds primal, tangent and output, and
@@ -377,8 +398,8 @@ def _split(joint, num_fwd_outputs, static):
     return [m.code for m in modules]
 
 
-def test_fx_edge_238_static_inputs_change_no_graph():
-    """``refimpl/partition/fx_edge.py:238``, ``static_lifetime_input_indices or ()`` ->
+def test_fx_edge_236_static_inputs_change_no_graph():
+    """``refimpl/partition/fx_edge.py:236``, ``static_lifetime_input_indices or ()`` ->
     ``... and ()``: on the calls AOTAutograd makes (always a list,
     ``fw_metadata.static_input_indices``) the two differ only for a non-empty list, where
     the mutant hands torch's ``_extract_fwd_bwd_modules`` no static nodes. torch reads those
@@ -393,9 +414,9 @@ def test_fx_edge_238_static_inputs_change_no_graph():
     assert "activation_quantization_aten_pass" not in inductor_config.post_grad_fusion_options
     args = (torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True),
             torch.randn(3, requires_grad=True))
-    traced = [fx_edge.trace_joint(_program, torch.randn(3, 4, requires_grad=True),
+    traced = [trace_joint(_program, torch.randn(3, 4, requires_grad=True),
                                   torch.randn(4, 5, requires_grad=True)),
-              fx_edge.trace_joint(_views_program, *args)]
+              trace_joint(_views_program, *args)]
     for joint, num_fwd_outputs in traced:
         primals = [n for n in joint.graph.nodes
                    if n.op == "placeholder" and "tangent" not in n.name]
@@ -560,14 +581,50 @@ def test_candidates_138_role_gt_forward_is_role_ne_forward():
             n for n in side if n.role != "forward"]
 
 
+def _primal_kinds_program(x, w, n):
+    """Inputs of every kind a primal can be: a tensor read inside a plain checkpoint
+    region and a selective one, and (with ``x`` marked dynamic) a symbolic size."""
+    policy = functools.partial(torch.utils.checkpoint.create_selective_checkpoint_contexts,
+                               [torch.ops.aten.mm.default])
+    plain = torch.utils.checkpoint.checkpoint(lambda a: (a @ w).cos(), x, use_reentrant=False)
+    selective = torch.utils.checkpoint.checkpoint(lambda a: (a @ w).sin(), x,
+                                                  use_reentrant=False, context_fn=policy)
+    return (plain * selective * n).sum() + x.shape[0]
+
+
+def test_candidates_88_role_ge_forward_adds_no_unsavable_primal():
+    """``refimpl/partition/candidates.py:88``, ``n.role == "forward"`` -> ``n.role >=
+    "forward"`` in ``unsavable``: of the forward side's two roles, ``>=`` adds "primal".
+    A primal is a tensor or a symbol (AOTAutograd flattens the inputs into those; any other
+    value is a constant of the graph), which ``cost.is_savable`` accepts, and it carries no
+    recompute policy (torch tags the ops a checkpoint region runs, never a placeholder), so
+    no primal meets the filter's condition and both versions give the same set. Shown on
+    graphs with tensor primals read inside plain and selective checkpoint regions, a
+    symbolic-size primal, and views of inputs."""
+    x, w = torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True)
+    torch._dynamo.mark_dynamic(x, 0)
+    regions = joint_graph(_primal_kinds_program, x, w, torch.randn(3, requires_grad=True))
+    graphs = [*_graphs(), regions]
+    assert any(n.is_sym for n in regions.nodes if n.role == "primal")
+    assert any(n.must_recompute for n in regions.nodes)  # the regions reached the graph
+    for graph in graphs:
+        side = graph.forward_side()
+        assert {n.role for n in side} == set(FORWARD_SIDE_ROLES)
+        for banned in (set(), candidates.hard_bans(graph)):
+            mutant = {n.name for n in side if n.role >= "forward" and (
+                not n.savable or (n.must_recompute and n.name not in banned))}
+            assert mutant == candidates.unsavable(graph, banned)
+        assert all(n.savable and not n.must_recompute for n in side if n.role == "primal")
+
+
 #: the ops an FX node of a graph's node list can have (torch.fx's legal ops but "root",
 #: which only the graph's sentinel carries; the sentinel is never in ``graph.nodes``)
 FX_NODE_OPS = ("placeholder", "call_method", "call_module", "call_function", "get_attr",
                "output")
 
 
-def test_fx_edge_41_and_109_op_ge_placeholder_is_op_eq_placeholder():
-    """``refimpl/partition/fx_edge.py:41`` (``_is_tangent``) and ``:109``
+def test_fx_edge_39_and_107_op_ge_placeholder_is_op_eq_placeholder():
+    """``refimpl/partition/fx_edge.py:39`` (``_is_tangent``) and ``:107``
     (``_input_aliases``), ``node.op == "placeholder"`` -> ``node.op >= "placeholder"``:
     both test the nodes of ``gm.graph.nodes``, whose ``op`` is one of torch.fx's legal
     ops; of them only "root" sorts after "placeholder", and "root" is the op of the
@@ -580,7 +637,7 @@ def test_fx_edge_41_and_109_op_ge_placeholder_is_op_eq_placeholder():
     assert [op for op in _legal_ops if (op >= "placeholder") != (op == "placeholder")] \
         == ["root"]
     args = (torch.randn(3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True))
-    joint, _ = fx_edge.trace_joint(_program, *args)
+    joint, _ = trace_joint(_program, *args)
     ops = {node.op for node in joint.graph.nodes}
     assert "root" not in ops and ops <= set(FX_NODE_OPS), ops
     for node in joint.graph.nodes:
@@ -656,8 +713,8 @@ def test_cut_19_a_cut_is_never_changed_nor_hashed(monkeypatch):
 
 def test_fx_node_ops_are_interned_literals_so_is_and_eq_agree():
     """``node.op == "<op>"`` -> ``node.op is "<op>"`` (and ``!=`` -> ``is not``) on the fx
-    nodes of a joint graph: ``refimpl/partition/cost.py:91`` and ``runtime.py:150``
-    (``!= "call_function"``), ``fx_edge.py:41``, ``:82``, ``:109``, ``:237``
+    nodes of a joint graph: ``refimpl/partition/cost.py:91`` and ``runtime.py:151``
+    (``!= "call_function"``), ``fx_edge.py:39``, ``:80``, ``:107``, ``:235``
     (``== "placeholder"``), ``:84`` (``== "output"``), ``:157`` (``== "call_function"``).
     fx's graph builders set ``op`` from string literals of fx's own source (make_fx's
     proxies, ``node_copy`` in the CSE pass), which CPython interns, so every node's
@@ -669,9 +726,9 @@ def test_fx_node_ops_are_interned_literals_so_is_and_eq_agree():
 
     views_args = (torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True),
                   torch.randn(3, requires_grad=True))
-    joints = [fx_edge.trace_joint(_program, torch.randn(3, 4, requires_grad=True),
+    joints = [trace_joint(_program, torch.randn(3, 4, requires_grad=True),
                                   torch.randn(4, 5, requires_grad=True))[0],
-              fx_edge.trace_joint(_views_program, *views_args)[0]]
+              trace_joint(_views_program, *views_args)[0]]
     graphs = [j.graph for j in joints] + [fx_graph_cse(j.graph) for j in joints]
     ops = [node.op for graph in graphs for node in graph.nodes]
     assert {"placeholder", "call_function", "output"} <= set(ops), set(ops)
@@ -691,7 +748,7 @@ def test_roles_are_interned_literals_so_is_and_eq_agree():
     (Not so for a string made at run time: the policy names are not registered here.)"""
     assert _role_literals() == set(ROLES)
     roles = [node.role for graph in _graphs() for node in graph.nodes]
-    joint, _ = fx_edge.trace_joint(_program, torch.randn(3, 4, requires_grad=True),
+    joint, _ = trace_joint(_program, torch.randn(3, 4, requires_grad=True),
                                    torch.randn(4, 5, requires_grad=True))
     fx_roles = list(fx_edge._roles(joint).values())
     assert set(roles) == set(fx_roles) == set(ROLES), set(roles)
@@ -702,8 +759,8 @@ def test_roles_are_interned_literals_so_is_and_eq_agree():
             assert operator.is_not(role, literal) == (role != literal), (role, literal)
 
 
-def test_runtime_195_name_le_flops_is_name_eq_flops():
-    """``refimpl/partition/runtime.py:195``, ``name == "flops"`` -> ``name <= "flops"`` in
+def test_runtime_196_name_le_flops_is_name_eq_flops():
+    """``refimpl/partition/runtime.py:196``, ``name == "flops"`` -> ``name <= "flops"`` in
     ``runtime_estimator``: its one caller (``fx_edge.prepare``, AST-checked) passes
     ``options.runtime_estimator``, which ``PartitionOptions`` checks is one of
     ``RUNTIME_ESTIMATORS`` (an unknown name is refused); of those, only "flops" is
@@ -722,8 +779,8 @@ def test_runtime_195_name_le_flops_is_name_eq_flops():
     assert [ast.unparse(c.args[0]) for c in calls] == ["options.runtime_estimator"]
 
 
-def test_fx_edge_176_role_ge_forward_prices_only_what_costs_nothing():
-    """``refimpl/partition/fx_edge.py:176``, ``roles[node] == "forward"`` -> ``roles[node] >=
+def test_fx_edge_174_role_ge_forward_prices_only_what_costs_nothing():
+    """``refimpl/partition/fx_edge.py:174``, ``roles[node] == "forward"`` -> ``roles[node] >=
     "forward"`` when pricing a node: besides "forward", the roles that sort at or above it are
     "primal", "tangent" and "output", carried by placeholder and output nodes only, and both
     estimators price a node that is not a call_function at 0.0; so every node's runtime is
@@ -735,7 +792,7 @@ def test_fx_edge_176_role_ge_forward_prices_only_what_costs_nothing():
     for fn, args in ((_program, (torch.randn(3, 4, requires_grad=True),
                                  torch.randn(4, 5, requires_grad=True))),
                      (_views_program, views_args)):
-        joint, _ = fx_edge.trace_joint(fn, *args)
+        joint, _ = trace_joint(fn, *args)
         roles = fx_edge._roles(joint)
         for name in ("flops", "profile"):
             estimate = runtime.runtime_estimator(name, 1)

@@ -12,8 +12,8 @@ import torch._functorch.config as fconfig
 import refimpl
 from refimpl.partition.api import fresh_entry
 from refimpl.partition.backend import DynamoBackend
-from refimpl.partition.fx_edge import trace_joint
 from refimpl.partition.graph import TraceError
+from tests.joint_traces import trace_joint
 
 U = 32
 

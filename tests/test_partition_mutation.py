@@ -64,6 +64,24 @@ def test_a_write_to_aliased_inputs_is_refused_by_name():
         mutated_inputs(torch.fx.symbolic_trace(write), [base[:2], base[2:]])
 
 
+def test_an_empty_input_and_its_view_share_a_storage_but_two_empty_inputs_do_not():
+    """Storages are told apart as AOTAutograd tells them, by identity: an empty tensor and
+    its transpose are one storage (AOTAutograd merges them into a synthetic base), two
+    unrelated empty tensors are two, though both report address 0. Telling them apart by a
+    non-empty address let an empty ``w`` and ``w.t()`` through, and the plan then failed
+    at backward time with autograd's in-place error (docs/findings.md, Partitioner, 8)."""
+    from refimpl.partition.mutation import AliasedMutatedInputs
+
+    def write(a, b):
+        a.add_(1)
+        return b * 2
+
+    gm, empty = torch.fx.symbolic_trace(write), torch.randn(0, 0)
+    with pytest.raises(AliasedMutatedInputs, match="inputs 0 and 1 share a storage"):
+        mutated_inputs(gm, [empty, empty.t()])
+    assert mutated_inputs(gm, [torch.randn(0, 0), torch.randn(0, 0)]) == (0,)
+
+
 def test_a_tensor_subclass_input_is_refused_by_name():
     """A jagged nested tensor is flattened by AOTAutograd into several primals (and its
     sizes hold a nested int): refused by name, not an AttributeError from deep inside."""

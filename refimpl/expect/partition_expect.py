@@ -21,7 +21,7 @@ import torch
 
 from refimpl.expect.partition_brute import Outcome, ReferenceRun, SaveProblem, flop_counter
 from refimpl.expect.same import mismatch
-from refimpl.memory import measure_saved
+from refimpl.memory import SavedReport, measure_saved
 
 SLACK = 1e-9
 #: the tolerance of :func:`close` and of dynamo's rule (:mod:`refimpl.expect.same`) where a
@@ -242,9 +242,15 @@ def backward_flops(compiled, spec) -> int:
 def measured(compiled, spec) -> tuple[int, torch.Tensor, list]:
     """(saved bytes by the meter, output, input gradients) of one run of ``compiled`` on
     ``spec``'s inputs, seeded (``manual_seed(0)``) so random draws repeat across runs."""
+    report, inputs = measured_report(compiled, spec)
+    return report.bytes, report.outputs.detach(), [x.grad for x in inputs]
 
+
+def measured_report(compiled, spec) -> tuple[SavedReport, list[torch.Tensor]]:
+    """The meter's whole report (bytes, distinct new storages, saved tensors) of one seeded
+    forward and backward of ``compiled`` on ``spec``'s inputs, and those inputs."""
     inputs = spec.inputs(0)
     torch.manual_seed(0)
     report = measure_saved(compiled, *inputs)
     report.outputs.backward()
-    return report.bytes, report.outputs.detach(), [x.grad for x in inputs]
+    return report, inputs

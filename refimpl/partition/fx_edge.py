@@ -7,15 +7,13 @@
 * :func:`partition_fn`: what AOTAutograd calls with the joint graph: the joint-graph CSE stage
   (``PartitionOptions.cse``), the plain graph, :func:`~refimpl.partition.partitioner.choose`,
   then forward and backward modules extracted by AOTAutograd's own
-  ``_extract_fwd_bwd_modules`` (it copies the joint graph and keeps what each side needs);
-* :func:`trace_joint`: the joint graph of a function, traced by AOTAutograd alone.
+  ``_extract_fwd_bwd_modules`` (it copies the joint graph and keeps what each side needs).
 
 This module imports neither the API nor the dynamo backend; both import it.
 """
 
 from __future__ import annotations
 
-import copy
 import operator
 from collections.abc import Callable
 from dataclasses import replace
@@ -28,13 +26,13 @@ from torch.utils._ordered_set import OrderedSet
 from refimpl.cse import fx_graph_cse
 from refimpl.partition import cost, runtime
 from refimpl.partition.candidates import CHEAP_OPS
-from refimpl.partition.graph import JointGraph, JointNode, TraceError
+from refimpl.partition.graph import JointGraph, JointNode
 from refimpl.partition.options import PartitionOptions
 from refimpl.partition.partitioner import choose
 from refimpl.partition.plan import Plan
 from refimpl.partition.region import effective_budget, region_budget_of
 
-__all__ = ["TraceError", "joint_graph_from_fx", "partition_fn", "trace_joint"]
+__all__ = ["joint_graph_from_fx", "partition_fn"]
 
 
 def _is_tangent(node: fx.Node) -> bool:
@@ -239,33 +237,3 @@ def extract(joint_module: fx.GraphModule, graph: JointGraph, plan: Plan, num_fwd
     return _extract_fwd_bwd_modules(joint_module, tensors, saved_sym_nodes=sym,
                                     num_fwd_outputs=num_fwd_outputs,
                                     static_lifetime_input_nodes=static)
-
-
-def trace_joint(fn: Callable[..., Any], *args: Any) -> tuple[fx.GraphModule, int]:
-    """The joint graph AOTAutograd builds for ``fn(*args)`` (no decompositions), and its
-    number of forward outputs. ``fn`` runs once (forward only). Raises :class:`TraceError`
-    if no input requires grad, so that there is no backward to partition."""
-    # torch's compiler stack (dynamo, AOTAutograd, inductor): ~1 s to import, loaded on use
-    from functorch.compile import aot_function, make_boxed_func
-
-    leaves = [a for a in torch.utils._pytree.tree_leaves(args) if isinstance(a, torch.Tensor)]
-    if not any(a.requires_grad for a in leaves):
-        raise TraceError("args: no tensor argument requires grad, so fn has no backward "
-                         "to partition (pass at least one tensor with requires_grad=True)")
-    captured: list[tuple[fx.GraphModule, int]] = []
-
-    def capture(joint, joint_inputs, *, num_fwd_outputs, **kwargs):
-        captured.append((copy.deepcopy(joint), num_fwd_outputs))
-        return partition_fn(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs,
-                            options=PartitionOptions(cse=False), **kwargs)
-
-    nop = make_boxed_func
-    compiled = aot_function(fn, fw_compiler=lambda g, _: nop(g), partition_fn=capture)
-    try:
-        compiled(*args)
-    except Exception as exc:  # the tracer's own message is the useful part
-        raise TraceError(f"fn could not be traced into a joint graph: {exc}") from exc
-    if not captured:
-        raise TraceError("fn produced no joint graph (are its outputs tensors that "
-                         "require grad?)")
-    return captured[0]

@@ -23,6 +23,7 @@ import torch
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from refimpl.partition.cost import is_sym, optimization_hint
@@ -77,11 +78,16 @@ def _check_plain_tensors(example_inputs: list[Any]) -> None:
 
 
 def _check_no_aliasing(example_inputs: list[Any], mutated: tuple[int, ...]) -> None:
+    """Raises :class:`AliasedMutatedInputs` when two tensor inputs share a storage.
+
+    Sharing is told by the storage itself, as AOTAutograd tells it (``StorageWeakRef``),
+    never by address: two unrelated empty tensors both report address 0 and are not merged,
+    while an empty tensor and its transpose share one storage and are."""
     tensors = [(i, v) for i, v in enumerate(example_inputs) if isinstance(v, torch.Tensor)]
-    seen: dict[int, int] = {}
+    seen: dict[StorageWeakRef, int] = {}
     for i, v in tensors:
-        key = v.untyped_storage().data_ptr()
-        if key in seen and v.untyped_storage().nbytes() > 0:
+        key = StorageWeakRef(v.untyped_storage())
+        if key in seen:
             raise AliasedMutatedInputs(
                 f"example_inputs: inputs {seen[key]} and {i} share a storage and the graph "
                 f"writes to input(s) {list(mutated)} in place; refimpl's partitioner does "

@@ -49,7 +49,7 @@ def _materialise(val: Any, device: torch.device | None) -> Any:
 def _device_of(val: Any, default: torch.device | None) -> torch.device | None:
     """Where a hinted value really lives: its own device, unless it is a hinted ``meta``
     stand-in (then the node's output device, ``default``)."""
-    if isinstance(val, torch.Tensor) and val.device.type != "meta":
+    if isinstance(val, torch.Tensor) and not val.is_meta:
         return val.device
     return default or torch.device("cpu")
 
@@ -76,7 +76,8 @@ class EventClock:
 
 
 def _cuda_l2_bytes(device: torch.device) -> int:
-    return getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+    """The device's L2 cache in bytes (every CUDA device reports it)."""
+    return torch.cuda.get_device_properties(device).L2_cache_size
 
 
 CUDA_CLOCK = EventClock(select=torch.cuda.device, synchronize=torch.cuda.synchronize,

@@ -76,7 +76,12 @@ from torch.utils.checkpoint import (
 )
 
 from refimpl.strategies.features import Feature
-from refimpl.strategies.mutating import MUTATIONS, mutation_programs
+from refimpl.strategies.mutating import (
+    ALIASES,
+    MUTATIONS,
+    aliased_mutation_programs,
+    mutation_programs,
+)
 
 __all__ = ["FEATURES", "KINDS", "MOTIFS", "RANDOM_KINDS", "REGION_POLICIES", "ProgramSpec",
            "Region", "Step", "parallel_matmuls", "pointwise_chains",
@@ -643,6 +648,12 @@ def _features() -> tuple[Feature, ...]:
                 "same storage address, no shared storage", mutation_programs,
                 lambda spec: spec.width == 0,
                 "test_partition_mutation.py::test_partition_input_mutation_as_eager"),
+        Feature("partition", "aliased_mutated_inputs", "two non-empty inputs share a "
+                "storage (an input and its view) and the program writes to one of them",
+                aliased_mutation_programs,
+                lambda spec: spec.alias in ALIASES and spec.program.width > 0,
+                "test_partition_mutation.py::"
+                "test_partition_aliased_input_mutation_as_eager_or_refused"),
         Feature("partition", "factory_ops", "a tensor made from no tensor (arange, full) "
                 "that the forward needs and the backward reads", pointwise_chains,
                 lambda spec: any(s.kind == "factory" for s in spec.steps),
