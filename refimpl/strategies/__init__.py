@@ -16,7 +16,7 @@ strategy.
 | flop_models | random models of one matmul-class layer family, for model-level FLOP counts |
 | fused       | torch.nn modules with a fused inference path (``fused_cases``) |
 | flop_programs | free-op, in-place and torch.cond programs; arithmetic with no FLOP formula |
-| mutating    | programs that write to an input in place (``mutation_programs``) |
+| mutating    | programs writing an input (``mutation_programs``, ``aliased_mutation_programs``) |
 | write_between | one op twice, an in-place write, a read (``write_between_repeats``) |
 | features    | the table type of what each generator must draw (``Feature``, ``all_features``) |
 """
