@@ -348,6 +348,12 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "refimpl/partition/cost.py:31 core/NumberReplacer 1":
         (_PARTITION_EQ + "test_cost_31_the_fallback_constant_is_never_bound_here",
          "torch >= 2.12: the except branch never runs; the constant is never bound"),
+    "refimpl/partition/fx_edge.py:174 core/ReplaceComparisonOperator_Eq_LtE 7":
+        (_PARTITION_EQ + "test_fx_edge_174_role_le_forward_prices_backward_nodes_nobody_reads",
+         "it prices backward nodes too, whose runtime no stage reads"),
+    "refimpl/partition/graph.py:31 core/ReplaceTrueWithFalse 0":
+        (_PARTITION_EQ + "test_graph_31_every_joint_node_is_built_by_keyword",
+         "kw_only only refuses positional fields, and refimpl builds every node by keyword"),
     "refimpl/partition/cost.py:31 core/NumberReplacer 0":
         (_PARTITION_EQ + "test_cost_31_the_fallback_constant_is_never_bound_here",
          "torch >= 2.12: the except branch never runs; the constant is never bound"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -41,6 +42,7 @@ from refimpl.partition import (
 )
 from refimpl.partition.api import joint_graph
 from refimpl.partition.cut import cut_of
+from refimpl.partition.graph import JointGraph, JointNode
 from refimpl.partition.mincut import save_set
 from refimpl.partition.options import PartitionOptions
 from tests.frozen_uses import recording
@@ -800,3 +802,49 @@ def test_fx_edge_174_role_ge_forward_prices_only_what_costs_nothing():
                 if role != "forward" and role >= "forward":
                     assert node.op in ("placeholder", "output"), (node, role)
                     assert estimate(node) == 0.0, (name, node)
+
+
+def test_fx_edge_174_role_le_forward_prices_backward_nodes_nobody_reads():
+    """``refimpl/partition/fx_edge.py:174`` (seed 2154936782), ``roles[node] == "forward"``
+    -> ``roles[node] <= "forward"`` when pricing a node: of the five roles it adds
+    "backward" only, so the mutant gives backward nodes a runtime. No stage reads one: the
+    candidates, the cut's cost and every solver look at forward-side nodes. Shown by giving
+    every backward node of joint graphs (with views) a large runtime and planning with each
+    solver at budgets 0, 0.4 and 1 (``brute`` on the small graph only): the plans are
+    equal, recompute costs included."""
+    assert [r for r in ROLES if (r <= "forward") != (r == "forward")] == ["backward"]
+    small, views = _graphs()
+    for graph in (small, views):
+        priced = JointGraph([dataclasses.replace(n, runtime=1e9) if n.role == "backward"
+                             else n for n in graph.nodes], graph.num_fwd_outputs,
+                            graph.bw_outputs)
+        assert any(n.role == "backward" for n in graph.nodes)
+        for solver in partitioner.SOLVER_MODULES:
+            if solver == "brute" and graph is views:
+                continue
+            options = PartitionOptions(solver=solver)
+            budgets = [0.0, 0.4, 1.0]
+            assert partitioner.choose_many(priced, budgets, options) == \
+                partitioner.choose_many(graph, budgets, options), solver
+
+
+def test_graph_31_every_joint_node_is_built_by_keyword():
+    """``refimpl/partition/graph.py:31`` (seed 2154936782), ``@dataclass(kw_only=True)`` ->
+    ``kw_only=False`` on ``JointNode``: ``kw_only`` changes only whether ``__init__`` also
+    takes its fields by position (and the order rules of defaults, which ``JointNode`` has
+    none of). Every ``JointNode(...)`` call in refimpl passes keywords only (AST-checked
+    over the package), so both classes receive the same calls and build equal nodes: shown
+    by rebuilding a real graph's nodes with a ``kw_only=False`` twin of the class."""
+    calls = []
+    for path in pathlib.Path(importlib.import_module("refimpl").__path__[0]).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "JointNode":
+                calls.append((path.name, node))
+    assert [name for name, _ in calls] == ["fx_edge.py"]
+    assert all(not call.args and all(k.arg for k in call.keywords) for _, call in calls)
+    fields = [f.name for f in dataclasses.fields(JointNode)]
+    twin = dataclasses.make_dataclass("JointNode", fields, kw_only=False)
+    for graph in _graphs():
+        for n in graph.nodes:
+            values = {f: getattr(n, f) for f in fields}
+            assert dataclasses.astuple(twin(**values)) == dataclasses.astuple(n)
