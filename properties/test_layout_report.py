@@ -70,6 +70,7 @@ from refimpl.properties.test_layout_nodes import (
     NoConvSite,
     _meets_the_open_stride_bug,
     node_cases,
+    on_device,
 )
 from refimpl.strategies.nets import devices
 
@@ -245,8 +246,7 @@ def prepare(case, meta: str, grad: str, device: str, hide_input: bool = False) -
     says (with ``hide_input`` and example values, none for the graph's input, as dynamo
     leaves a node it cannot describe) and make ``grad`` hold. The nodes left without a
     value (:func:`bare_nodes`) are hidden: eager's record as the pass sees them."""
-    what, module, x, gm = case
-    module, x = module.to(device), x.to(device)
+    what, module, x, gm = on_device(case, device)
     x, inference = set_grad(module, x, grad)
     record = eager_nodes(gm, [strided_copy(x)])
     give_example_values(gm, [strided_copy(x)], meta)

@@ -13,6 +13,7 @@ from hypothesis import Phase, given, settings
 
 from refimpl.expect.layout import run_channels_last
 from refimpl.layout import LayoutOptions, decide_layout
+from refimpl.properties.test_layout_nodes import node_cases, on_device
 from refimpl.strategies.nets import CHANNELS, HEADS, TAILS, ConvNetSpec, LayerSpec, conv_nets
 from tests.finding import find_example
 
@@ -167,3 +168,17 @@ def test_training_nets_draw_without_error_at_campaign_scale():
 
     draw()
     assert max(widest) >= 2 * max(CHANNELS), "no draw reached 2 x the widest width"
+
+
+@settings(max_examples=20)  # a meta-test of the layout properties' cases, not a property
+@given(case=node_cases())
+def test_a_node_case_moves_to_a_device_whole(case):
+    """``on_device`` leaves no tensor of the module, the input or the traced graph behind:
+    moved to the meta device, every parameter and buffer of both is there (moving the module
+    alone left the graph's copy of a ``to_5d`` chain's buffer on the CPU, which a GPU check
+    saw as two devices in one add)."""
+    _, module, x, gm = on_device(case, "meta")
+    left_behind = [name for owner in (module, gm)
+                   for name, t in [*owner.named_parameters(), *owner.named_buffers()]
+                   if not t.is_meta]
+    assert x.is_meta and not left_behind, f"left on their old device: {left_behind}"
