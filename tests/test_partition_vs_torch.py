@@ -93,3 +93,25 @@ def test_backward_only_nodes_are_not_banned_at_budget_one(fn, torch_bytes, saved
     torch._dynamo.reset()
     ours = refimpl.measure_saved(refimpl.compile(fn, memory_budget=1.0), x, w).bytes
     assert (ours, plan.saved) == (torch_bytes, saved)
+
+
+def one_reduction_bytes(budget: float, backend: str) -> int:
+    """Bytes ``amax`` of a 4 x 4 input keeps for backward, compiled by ``backend`` at
+    ``budget``."""
+    x = (torch.rand(4, 4, generator=torch.Generator().manual_seed(0)) + 0.5).requires_grad_()
+    torch._dynamo.reset()
+    with fconfig.patch(activation_memory_budget=budget):
+        fn = torch.compile(lambda t: t.amax(), backend=backend)
+        return refimpl.saved_activation_bytes(lambda: fn(x))
+
+
+def test_finding_torch_keeps_a_one_op_programs_budget_one_bytes_at_half():
+    """docs/findings.md Partitioner 2, its smallest program (found by the GPU check's inductor
+    fuzz as ``test_partition_one_op_program``): torch keeps 0 bytes at budget 0.0 and the
+    16-byte mask ``x == amax(x)`` at 1.0, and at 0.5 still all 16, over the bound
+    ``0 + 0.5 x 16``; refimpl's plan at 0.5 keeps none (its budget-1.0 plan keeps the 4-byte
+    amax and recomputes the mask)."""
+    torch_bytes = [one_reduction_bytes(b, "aot_eager_decomp_partition") for b in (0.0, 0.5, 1.0)]
+    refimpl_bytes = [one_reduction_bytes(b, "refimpl") for b in (0.0, 0.5, 1.0)]
+    assert torch_bytes == [0, 16, 16]
+    assert refimpl_bytes == [0, 0, 4]
