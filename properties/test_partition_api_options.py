@@ -16,13 +16,23 @@ A target whose ``compile`` takes no keyword options (torch's) is skipped, with t
   call that compiled), on the device the values live on.
 * ``solver_time_limit``: a limit no solve can meet (1e-9 s) at a budget that makes the
   exact solver choose raises an error naming ``solver_time_limit``; a generous one plans.
+* ``optimize_layout``: a conv net of one conv (each class inductor's rule tells apart,
+  :func:`~refimpl.properties.test_layout_strength.one_conv_nets`) compiled for training with
+  ``optimize_layout=True`` at budget 1.0 saves the conv's output (or the relu's: the backward
+  reads one of them, and recomputing a conv is not what budget 1.0 does) channels-last exactly
+  when inductor's training rule (:func:`refimpl.expect.layout_report.inductor_rule`) converts
+  the net, and with ``False`` never: the layout pass runs before partitioning when asked, and
+  only then. Read off the saved tensors themselves (a saved-tensors hook), not off anything
+  the backend reports. (A dispatch mode cannot watch the forward: dynamo runs no compiled
+  code under one.)
 * A bad value (``profile_repeats`` < 1 or not an int; ``solver_time_limit`` <= 0, infinite,
   NaN or not a number; ``cse`` or ``optimize_layout`` not a bool) is refused by ``compile``
   in one line naming the option, never clamped (docs/design.md: bad input is an error
   naming the argument).
 
 Reach (``refimpl.properties.reach``): the program has two calls of one signature (shared
-timing) for the first property; every example of the others is the case it is for.
+timing) for the first property; the layout pass converts for the ``optimize_layout``
+property; every example of the others is the case it is for.
 """
 
 from __future__ import annotations
@@ -35,9 +45,12 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from torch import fx
 
+from refimpl.expect.layout_report import inductor_rule
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
+from refimpl.properties.test_layout_strength import eager_convs, one_conv_nets
 from refimpl.strategies.custom_matmul import as_matmul
 
 #: every real call of the custom op: :func:`signature` of each argument
@@ -184,3 +197,39 @@ def test_partition_refuses_bad_partitioner_options(refimpl_backend, bad, good_re
         f"{name}={value!r}: refused with {message!r} (expected one line naming {name})")
     compile_fn(matmul_chain, memory_budget=1.0, profile_repeats=good_repeats,
                solver_time_limit=good_limit)  # the good values alone are accepted
+
+
+def channels_last(t: torch.Tensor) -> bool:
+    """Laid out channels-last and not also contiguous (a 4-d tensor of more than one channel
+    and pixel is never both)."""
+    return t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) \
+        and not t.is_contiguous()
+
+
+@given(net=one_conv_nets(), optimize_layout=st.booleans())
+def test_partition_layout_option_runs_the_layout_pass_when_asked(refimpl_backend, net,
+                                                                 optimize_layout):
+    takes_options(refimpl_backend)
+    module, x = net
+    nodes = len(fx.symbolic_trace(module).graph.nodes)
+    rule_converts = inductor_rule(eager_convs(module, x), nodes, is_inference=False)
+    expected = optimize_layout and rule_converts
+    reach(expected)
+    torch._dynamo.reset()
+    compiled = component(refimpl_backend, "compile")(module, memory_budget=1.0,
+                                                     optimize_layout=optimize_layout)
+    out_shape = tuple(module(x).shape)
+    layouts = []  # of each saved tensor shaped as the conv's output: the relu's or the conv's
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if tuple(t.shape) == out_shape:
+            layouts.append(channels_last(t))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = compiled(x.clone().requires_grad_())
+    out.sum().backward()
+    assert layouts and set(layouts) == {expected}, (
+        f"{module!r}, optimize_layout={optimize_layout}: saved conv outputs laid out "
+        f"channels-last: expected all {expected} (inductor's training rule converts: "
+        f"{rule_converts}), observed {layouts}")

@@ -367,8 +367,8 @@ def test_partition_honours_user_checkpoint_regions(refimpl_backend, spec, budget
 
 @given(spec=back_to_back_regions(), budget=st.sampled_from([0.0, 0.5]))
 def test_partition_saves_the_value_between_two_regions(refimpl_backend, spec, budget):
-    """Two checkpoint regions back to back, the second reading the first's last value: a
-    plan that honours the regions saves that value (eager checkpointing saves a region's
-    input), so a backend that recomputes it from the first region keeps bytes no honouring
+    """Two checkpoint regions back to back, the second reading the first's last value (in
+    a third of the programs a view of the first region's pointwise value): a plan that
+    honours the regions saves that value (eager checkpointing saves a region's input), so a backend that recomputes it from the first region keeps bytes no honouring
     plan keeps (the same check as above, on a program that always has such a boundary)."""
     check_user_regions(refimpl_backend, spec, budget)

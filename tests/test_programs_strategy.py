@@ -26,6 +26,7 @@ from refimpl.strategies.programs import (
     MOTIFS,
     REGION_POLICIES,
     ProgramSpec,
+    Step,
     back_to_back_regions,
     programs,
 )
@@ -188,6 +189,16 @@ def test_back_to_back_regions_meet_at_a_value_both_mark(spec):
     assert first.stop == second.start and second.policy == "plain", spec.regions
     assert spec.steps[second.start].reads == (first.stop,), str(spec)
     check_regions(spec)
+
+
+@pytest.mark.parametrize("variant", ["transpose", "reshape"])
+def test_back_to_back_regions_meet_at_a_view_too(variant):
+    """The value between the two regions is, in some programs, a view of the first region's
+    pointwise value (each view variant is drawn): a plan must save a view there, which a
+    min cut that refuses every view as a saved value cannot (mutant ``mincut.py:108``)."""
+    spec = find_example(back_to_back_regions(), lambda s: s.steps[s.regions[0].stop - 1]
+                        == Step("view", variant, (2,), s.steps[1].out_width))
+    assert spec.regions[0].stop == 3, str(spec)
 
 
 def check_regions(spec: ProgramSpec) -> None:

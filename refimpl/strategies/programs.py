@@ -552,17 +552,24 @@ def back_to_back_regions(draw) -> ProgramSpec:
     """``mm -> pointwise`` in one checkpoint region, then ``mm -> pointwise`` reading it in
     the next: the value between the two regions is marked recompute in the first and read
     by a node marked recompute in the second, the case torch's partitioner saves
-    (``cleanup_recompute_tags``) as eager checkpointing saves a region's input. The first
+    (``cleanup_recompute_tags``) as eager checkpointing saves a region's input. In a third
+    of the programs the first region ends with a view of its pointwise value (``t().t()`` or
+    a reshape there and back), so the value saved between the regions is a view. The first
     region is plain or saves its matmul; the second is plain (so its matmul is marked
     recompute)."""
     n, width = draw(st.integers(1, 4)), draw(st.integers(1, 6))
     mid, out = draw(st.integers(1, 6)), draw(st.integers(1, 6))
     first, second = (draw(st.sampled_from(NONLINEAR)) for _ in range(2))
-    steps = (Step("mm", "mm", (0,), mid), Step("pointwise", first, (1,), mid),
-             Step("mm", "mm", (2,), out), Step("pointwise", second, (3,), out))
+    between = draw(st.sampled_from(["value", "value", "view"]), label="between")
+    steps = [Step("mm", "mm", (0,), mid), Step("pointwise", first, (1,), mid)]
+    if between == "view":
+        variant = draw(st.sampled_from(["transpose", "reshape"]), label="view")
+        steps.append(Step("view", variant, (2,), mid))
+    boundary = len(steps)
+    steps += [Step("mm", "mm", (boundary,), out), Step("pointwise", second, (boundary + 1,), out)]
     policy = draw(st.sampled_from(["plain", "save_mm"]))
-    return ProgramSpec(n, width, steps, outputs=(4,),
-                       regions=(Region(0, 2, policy), Region(2, 4, "plain")))
+    return ProgramSpec(n, width, tuple(steps), outputs=(len(steps),),
+                       regions=(Region(0, boundary, policy), Region(boundary, len(steps), "plain")))
 
 
 @st.composite
