@@ -140,10 +140,12 @@ class OneConv(nn.Module):
 
 
 @st.composite
-def one_conv_nets(draw) -> tuple[OneConv, torch.Tensor]:
+def one_conv_nets(draw, kinds: tuple[str, ...] = ("default", "default", "grouped", "small",
+                                                  "in_out")) -> tuple[OneConv, torch.Tensor]:
     """Every conv class: grouped, small, in_out (2 * out <= in, kernel > 1), and default
-    twice as often (in training only a default conv converts: reach)."""
-    kind = draw(st.sampled_from(["default", "default", "grouped", "small", "in_out"]))
+    twice as often (in training only a default conv converts: reach); ``kinds`` is drawn
+    from, so a class listed more often is drawn more often."""
+    kind = draw(st.sampled_from(kinds))
     kernel = draw(st.sampled_from([1, 3]))
     groups = 1
     if kind == "grouped":

@@ -31,8 +31,8 @@ A target whose ``compile`` takes no keyword options (torch's) is skipped, with t
   naming the argument).
 
 Reach (``refimpl.properties.reach``): the program has two calls of one signature (shared
-timing) for the first property; the layout pass converts for the ``optimize_layout``
-property; every example of the others is the case it is for.
+timing) for the first property; inductor's rule converts the net (so the option decides)
+for the ``optimize_layout`` property; every example of the others is the case it is for.
 """
 
 from __future__ import annotations
@@ -206,7 +206,11 @@ def channels_last(t: torch.Tensor) -> bool:
         and not t.is_contiguous()
 
 
-@given(net=one_conv_nets(), optimize_layout=st.booleans())
+#: in training only a default conv converts: drawn two times in three (reach)
+CONV_KINDS = ("default",) * 6 + ("grouped", "small", "in_out")
+
+
+@given(net=one_conv_nets(CONV_KINDS), optimize_layout=st.booleans())
 def test_partition_layout_option_runs_the_layout_pass_when_asked(refimpl_backend, net,
                                                                  optimize_layout):
     takes_options(refimpl_backend)
@@ -214,7 +218,7 @@ def test_partition_layout_option_runs_the_layout_pass_when_asked(refimpl_backend
     nodes = len(fx.symbolic_trace(module).graph.nodes)
     rule_converts = inductor_rule(eager_convs(module, x), nodes, is_inference=False)
     expected = optimize_layout and rule_converts
-    reach(expected)
+    reach(rule_converts)  # the option then decides the layout
     torch._dynamo.reset()
     compiled = component(refimpl_backend, "compile")(module, memory_budget=1.0,
                                                      optimize_layout=optimize_layout)

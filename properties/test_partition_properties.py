@@ -369,6 +369,7 @@ def test_partition_honours_user_checkpoint_regions(refimpl_backend, spec, budget
 def test_partition_saves_the_value_between_two_regions(refimpl_backend, spec, budget):
     """Two checkpoint regions back to back, the second reading the first's last value (in
     a third of the programs a view of the first region's pointwise value): a plan that
-    honours the regions saves that value (eager checkpointing saves a region's input), so a backend that recomputes it from the first region keeps bytes no honouring
-    plan keeps (the same check as above, on a program that always has such a boundary)."""
+    honours the regions saves that value (eager checkpointing saves a region's input), so
+    a backend that recomputes it from the first region keeps bytes no honouring plan keeps
+    (the same check as above, on a program that always has such a boundary)."""
     check_user_regions(refimpl_backend, spec, budget)
