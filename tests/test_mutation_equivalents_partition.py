@@ -848,3 +848,90 @@ def test_graph_31_every_joint_node_is_built_by_keyword():
         for n in graph.nodes:
             values = {f: getattr(n, f) for f in fields}
             assert dataclasses.astuple(twin(**values)) == dataclasses.astuple(n)
+
+
+# --- seed 2725162462's partition survivors shown equivalent (after its first run)
+
+
+def _mutated_method(method, pick, change):
+    """``method`` compiled from refimpl's own source with one AST node changed: ``pick``
+    chooses the nodes (exactly one must match) and ``change`` edits it in place."""
+    tree = ast.parse(inspect.cleandoc("\n" + inspect.getsource(method)))
+    found = [node for node in ast.walk(tree) if pick(node)]
+    assert len(found) == 1, [ast.unparse(node) for node in found]
+    change(found[0])
+    namespace: dict = {}
+    exec(compile(tree, "<mutant>", "exec"), vars(inspect.getmodule(method)).copy(), namespace)
+    return namespace[method.__name__]
+
+
+def _flows_agree(mutant_class) -> None:
+    for (net, s, t), (twin, _, _) in zip(_networks(mincut.Network), _networks(mutant_class)):
+        assert mincut.max_flow_source_side(net, s, t) == \
+            mincut.max_flow_source_side(twin, s, t)
+
+
+def test_mincut_52_any_negative_level_marks_an_unreached_vertex():
+    """``refimpl/partition/mincut.py:52``, the BFS's "unreached" level ``-1`` -> ``-2``: a
+    level is only ever read as ``< 0`` (unreached), ``>= 0`` (the cut's source side) or
+    ``== level[u] + 1`` for a vertex ``u`` the search stands on (level >= 0, so the right
+    side is >= 1), and a dead end is set to ``-1``: every negative value means the same.
+    Shown: the mutant's flow and source side equal the original's on 4,396 networks (all
+    4,096 on 4 vertices with unit capacities, 300 seeded on 6)."""
+    levels = _mutated_method(
+        mincut.Network.levels,
+        lambda n: isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub),
+        lambda n: setattr(n.operand, "value", 2))
+    _flows_agree(type("Mutant", (mincut.Network,), {"levels": levels}))
+
+
+def test_mincut_67_the_sink_is_the_last_vertex():
+    """``refimpl/partition/mincut.py:67``, the augmenting search's ``while u != t`` ->
+    ``while u < t``: ``min_cut_saves`` numbers the sink ``2 * len(side) + 1``, the last of
+    its ``2 * len(side) + 2`` vertices, so no vertex lies past it and the two loop tests
+    agree. Shown: the sink of every network the planner solves (each solver and budget on
+    the graphs below) is its last vertex, and the mutant's flow and source side equal the
+    original's on 4,396 networks whose sink is their last vertex."""
+    seen = []
+    original = mincut.max_flow_source_side
+
+    def recording_max_flow(net, s, t):
+        seen.append((len(net.out), t))
+        return original(net, s, t)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mincut, "max_flow_source_side", recording_max_flow)
+        for graph in _graphs():
+            for solver in sorted(knapsack.SOLVERS):
+                partitioner.choose_many(graph, [0.0, 0.4, 1.0], PartitionOptions(solver=solver))
+    assert seen and all(t == vertices - 1 for vertices, t in seen), seen
+    augment = _mutated_method(
+        mincut.Network.augment,
+        lambda n: isinstance(n, ast.While) and isinstance(n.test, ast.Compare)
+        and isinstance(n.test.ops[0], ast.NotEq),
+        lambda n: setattr(n.test, "ops", [ast.Lt()]))
+    assert all(t == len(net.out) - 1 for net, _, t in _networks(mincut.Network))
+    _flows_agree(type("Mutant", (mincut.Network,), {"augment": augment}))
+
+
+def test_knapsack_51_the_dp_front_is_the_same_without_the_runtime_tie_break():
+    """``refimpl/partition/knapsack.py:51``, the DP's sort key ``(mem, -runtime)`` ->
+    ``(mem, -mem)`` (memory alone, Python's sort being stable): the front keeps a state only
+    if its runtime beats the last kept one, so the state it returns is the first, in sorted
+    order, of those with the greatest runtime; both keys put the least memory first and, at
+    equal memory and runtime, keep the list's own order. Shown on a whole small domain: 1 to
+    4 items of 0 to 2 bytes and runtimes 0 to 2, every capacity 0 to 5: the same choice."""
+    mutant = _mutated_method(
+        knapsack.dp,
+        lambda n: isinstance(n, ast.Tuple) and ast.unparse(n) == "(s[0], -s[1])",
+        lambda n: setattr(n.elts[1].operand.slice, "value", 0))
+    cases = 0
+    for count in range(1, 5):
+        for memories in itertools.product(range(3), repeat=count):
+            for runtimes in itertools.product((0.0, 1.0, 2.0), repeat=count):
+                for capacity in range(6):
+                    cases += 1
+                    assert mutant(list(memories), list(runtimes), capacity) == \
+                        knapsack.dp(list(memories), list(runtimes), capacity), \
+                        (memories, runtimes, capacity)
+    assert cases == 44_280
