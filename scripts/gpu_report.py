@@ -24,11 +24,14 @@ def _cell(text: object) -> str:
 
 
 def machines(results: dict[str, dict]) -> list[str]:
-    """One line per machine the steps ran on: device, torch, CUDA, date."""
-    seen = {(r.get("device", "?"), r.get("torch", "?"), r.get("cuda", "?")): r.get("ended", "?")
-            for r in results.values()}
-    return [f"{device}, torch {torch} (CUDA {cuda}), last step ended {ended}"
-            for (device, torch, cuda), ended in sorted(seen.items())]
+    """One line per machine the steps ran on: device, torch, CUDA, and when its last step
+    ended (the latest ``ended``: the stamps sort as text, "YYYY-MM-DD HH:MM:SS UTC")."""
+    latest: dict[tuple[str, str, str], str] = {}
+    for r in results.values():
+        machine = (r.get("device", "?"), r.get("torch", "?"), r.get("cuda", "?"))
+        latest[machine] = max(latest.get(machine, ""), r.get("ended") or "")
+    return [f"{device}, torch {torch} (CUDA {cuda}), last step ended {ended or '?'}"
+            for (device, torch, cuda), ended in sorted(latest.items())]
 
 
 def step_table(results: dict[str, dict]) -> list[str]:

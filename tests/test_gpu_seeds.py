@@ -214,3 +214,14 @@ def test_bad_options_are_one_line_naming_the_option(argv, message, capsys):
     assert gpu_check.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"gpu_check.py: {message}") and err.count("\n") == 1
+
+
+def test_a_machine_s_line_names_its_latest_step():
+    """A resumed run merges results of two sessions on one machine kind: its line names the
+    step that ended last, whatever the order the results are read in (it named the last one
+    read, an earlier session's, on the 2026-11-28 page)."""
+    machine = {"device": "NVIDIA H200", "torch": "2.11.0+cu130", "cuda": "13.0"}
+    results = {"fuzz-refimpl": {**machine, "ended": "2026-11-28 18:19:36 UTC"},
+               "seeds-torch": {**machine, "ended": "2026-11-28 18:05:56 UTC"}}
+    assert gpu_report.machines(results) == [
+        "NVIDIA H200, torch 2.11.0+cu130 (CUDA 13.0), last step ended 2026-11-28 18:19:36 UTC"]
