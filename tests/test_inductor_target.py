@@ -13,6 +13,11 @@ from refimpl.oracle import component, load_backend
 from refimpl.oracle.backend import describe, provided_by
 from refimpl.oracle.targets.inductor import NO_GPU_LAYOUT, NOT_AN_FX_PASS, InductorBackend
 from refimpl.properties.layout_component import layout_compile
+from refimpl.properties.test_partition_differential import (
+    measure,
+    recomputation,
+    refimpl_compile,
+)
 from refimpl.strategies.programs import ProgramSpec, Step
 
 #: issue 13's shape, small: a wide mm summarised by a row sum, beside a narrow mm.
@@ -129,3 +134,25 @@ def test_finding_budget_zero_recomputes_from_a_mutated_input():
     eager = mutated_input_gradient(None)
     assert torch.allclose(mutated_input_gradient(1.0), eager)
     assert not torch.allclose(mutated_input_gradient(0.0), eager)
+
+
+def test_recomputation_is_measured_against_each_sides_own_backward():
+    """The GPU check's false alarm of 2026-11-28, against inductor: three matmuls of ``x``
+    (widths 9, 1, 1) and a nonlinearity each, budget 0.05. Both plans recompute the one
+    counted matmul (126 FLOPs) and save nothing the meter counts; less eager's backward
+    instead of each side's own budget-1.0 backward, inductor's recomputation read
+    ``42 + 126 - 308 = -140`` (its lowering hides the unit-dimension matmuls from the
+    counter), and the differential property failed on refimpl's 0."""
+    spec = ProgramSpec(1, 7, (
+        Step("mm", "mm", (0,), 9), Step("pointwise", "cos", (1,), 9),
+        Step("mm", "mm", (0,), 1), Step("pointwise", "cos", (3,), 1),
+        Step("mm", "mm", (0,), 1), Step("pointwise", "sin", (5,), 1)), outputs=(2, 4, 6))
+    fn = spec.make()
+    plans = []
+    assert recomputation(refimpl_compile(plans), fn, spec, 0.05) == (0, 126)
+    inductor = component(load_backend("inductor"), "compile")
+    assert recomputation(inductor, fn, spec, 0.05) == (0, 126)
+    torch._dynamo.reset()
+    _, eager_backward = measure(fn, spec)
+    _, inductor_backward = measure(inductor(fn, memory_budget=0.05), spec)
+    assert inductor_backward - eager_backward < 0  # what the old measure read
