@@ -204,11 +204,18 @@ def test_every_reproducer_of_a_rarely_wrong_backend_replays_its_example(tmp_path
     another folder without the example database, exits 1 with REPRODUCED; the st.data()
     properties' reproducers say they replay Hypothesis's choices, not that they are code
     only; and none writes anything, neither where it runs nor into the copy, so a copy that
-    ran them inside still takes --resume and --force."""
+    ran them inside still takes --resume and --force. The campaign runs two of CSE's property
+    files (the write-between properties draw with st.data(), the effects ones do not): all
+    eight took nearly the 300-s limit alone, and past it beside a loaded suite."""
     repo = Path(__file__).resolve().parents[1]
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name in ("test_cse_strength.py", "test_cse_effects.py"):
+        shutil.copy(repo / "properties" / name, suite / name)
     out = tmp_path / "campaign"
     done = _run("fuzz", "--target", "tests.rare_backends:RarelyLazyCSE", "--component", "cse",
-                "--max-examples", "10", "--seed", "1", "--out", str(out), cwd=repo)
+                "--max-examples", "10", "--seed", "1", "--out", str(out),
+                "--properties", str(suite), cwd=repo)
     assert done.returncode == 1, done.stdout + done.stderr
     failed = {n: row for n, row in report_of(out).items() if row["outcome"] == "failed"}
     drawn_with_data = [n for n in failed if n.startswith("test_a_write_between_equal_values")]
