@@ -1,9 +1,9 @@
 """The backend under test's partitioner on the smallest joint graphs where a slip shows.
 
 1. ONE op on one input (:func:`test_partition_one_op_program`, below).
-2. Two matmuls of equal FLOPs and different bytes, the larger first or second, under
-   torch's knapsack heuristics with room for one of them
-   (:func:`test_partition_knapsack_tie_room_for_one`: its docstring).
+2. Two matmuls of different bytes, of equal FLOPs or the smaller one costing more, the
+   larger first or second, under torch's knapsack heuristics with room for one of them
+   (:func:`test_partition_knapsack_room_for_one`: its docstring).
 
 Of 1:
 
@@ -86,28 +86,35 @@ def test_partition_one_op_program(refimpl_backend, name, n, width, budget):
                         why, "eager")
 
 
-def _tied_pair(n: int, outs: tuple[int, int]) -> ProgramSpec:
-    """``sin(cos(x @ W1) @ W2)``, ``x`` of width ``6 - outs[0]``: the two matmuls cost the
-    same FLOPs (``2 n x 2 x 4``) and make ``n x outs[k]`` floats, one twice the other's."""
-    return ProgramSpec(n, 6 - outs[0], (
+#: ``(x's width, (first output width, second))`` of :func:`_pair`: in the first two the
+#: matmuls tie in FLOPs, in the last two the smaller output costs twice the larger's FLOPs
+PAIRS = ((2, (4, 2)), (4, (2, 4)), (8, (2, 4)), (2, (8, 4)))
+
+
+def _pair(n: int, width: int, outs: tuple[int, int]) -> ProgramSpec:
+    """``sin(cos(x @ W1) @ W2)``, ``x`` of shape ``(n, width)``: the matmuls make ``n x
+    outs[k]`` floats (one twice the other's) and cost ``2 n width outs[0]`` and ``2 n
+    outs[0] outs[1]`` FLOPs (:data:`PAIRS`)."""
+    return ProgramSpec(n, width, (
         Step("mm", "mm", (0,), outs[0]), Step("pointwise", "cos", (1,), outs[0]),
         Step("mm", "mm", (2,), outs[1]), Step("pointwise", "sin", (3,), outs[1])), (4,))
 
 
-@given(n=st.integers(2, 4), outs=st.sampled_from([(4, 2), (2, 4)]),
+@given(n=st.integers(2, 4), pair=st.sampled_from(PAIRS),
        solver=st.sampled_from(["ilp", "greedy"]))
-def test_partition_knapsack_tie_room_for_one(refimpl_backend, n, outs, solver):
+def test_partition_knapsack_room_for_one(refimpl_backend, n, pair, solver):
     """For a target that promises it (``partition_promise.modelled_knapsack``), with torch's
     ``activation_memory_budget_solver`` set to a knapsack heuristic, on two matmuls of
-    equal FLOPs and different bytes, the larger one first or second in the graph
-    (:func:`_tied_pair`), at the budget whose knapsack capacity (``bound - min``) is the
-    larger one's bytes (room for either, not both): the plan keeps the bytes of
-    :mod:`refimpl.expect.partition_knapsack` (``ilp``: the best runtime, then the least
+    different bytes, the larger one first or second in the graph, costing equal FLOPs or the
+    smaller one more (:func:`_pair`), at the budget whose knapsack capacity (``bound -
+    min``) is the larger one's bytes (room for either, not both): the plan keeps the bytes
+    of :mod:`refimpl.expect.partition_knapsack` (``ilp``: the best runtime, then the least
     memory, so the smaller matmul; ``greedy``: runtime per byte, the smaller first). A
-    knapsack that breaks the runtime tie by graph order keeps the larger one when it comes
-    first. Reach: the capacity admits either item alone and not both."""
+    knapsack that breaks a runtime tie by graph order keeps the larger one when it comes
+    first; one that keeps the most memory within the capacity keeps the larger one always.
+    Reach: the capacity admits either item alone and not both."""
     require_promise(refimpl_backend, "modelled_knapsack")
-    spec = _tied_pair(n, outs)
+    spec = _pair(n, *pair)
     run, expected = expected_of(spec)
     problem = run.backward_problem
     sizes = sorted(problem.nodes[i].bytes for i in knapsack_items(problem))

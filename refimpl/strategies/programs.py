@@ -422,13 +422,19 @@ def parallel_matmuls(draw) -> ProgramSpec:
 #: up: inductor decomposes a CPU matmul with one output column, or one row, into a multiply
 #: and a sum, which the FLOP table does not count)
 TIED_WIDTHS = (2, 4)
+#: the input widths of :func:`tied_matmuls` (not ``uniform``): a matmul reading an ``x`` of
+#: width 8 costs 4 FLOPs per output byte, one reading a width-2 value 1, so a small value
+#: can cost more to recompute than a large one: the knapsack whose best runtime is not its
+#: most memory
+TIED_INPUT_WIDTHS = (*TIED_WIDTHS, 8)
 
 
 @st.composite
 def tied_matmuls(draw, uniform: bool = False, matmuls: int = 3,
                  summaries: bool = True, swapped: bool = False) -> ProgramSpec:
     """Tiny programs with ties drawn on purpose: two to ``matmuls`` matmuls, each reading the
-    input ``x`` or an earlier nonlinear value, into a width of :data:`TIED_WIDTHS`, read by
+    input ``x`` (of a width in :data:`TIED_INPUT_WIDTHS`) or an earlier nonlinear value, into
+    a width of :data:`TIED_WIDTHS`, read by
     the backward through a nonlinear op, a quarter of the time through ``e * e.sum(1)``
     first (the product's backward reads ``e`` and its small sum: a save-set of a few bytes
     more). The values no later step reads are the outputs. Two matmuls of one shape tie in
@@ -444,7 +450,8 @@ def tied_matmuls(draw, uniform: bool = False, matmuls: int = 3,
     order)."""
     n = draw(st.integers(2, 4))
     outs = draw(st.sampled_from(((4, 2), (2, 4)))) if swapped else (2, 4)
-    width = 6 - outs[0] if swapped else draw(st.sampled_from(TIED_WIDTHS))
+    width = 6 - outs[0] if swapped else \
+        draw(st.sampled_from(TIED_WIDTHS if uniform else TIED_INPUT_WIDTHS))
     steps: list[Step] = []
     widths = [width]
     nonlinear = [0]  # values a matmul may read: x, or a nonlinear value
