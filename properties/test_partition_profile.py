@@ -16,16 +16,32 @@ solver with ``c > 0`` read as ``c > 1`` took every sub-second timing for free an
 
 Reach: the bound leaves room for the largest FLOP-bearing value above the fewest bytes any
 plan saves, so recomputing everything is a plan the property refuses.
+
+Under torch's knapsack heuristics (``activation_memory_budget_solver`` ``"ilp"`` or
+``"greedy"``) the timings choose which items the plan keeps, but not what an item is: for a
+target that promises the knapsack model (``partition_promise.modelled_knapsack``), a plan
+keeps the bytes of the cut for SOME subset of the items of
+:mod:`refimpl.expect.partition_knapsack` (with ``profile``, every op the forward outputs
+need and the backward reads), or the budget-1.0 plan's. An op only the backward reads (the
+tie mask of an ``amax`` and its count) runs once in any plan, so no knapsack keeps it: a
+solver that takes it for an item saves bytes no choice of items explains. Reach: the plan
+keeps bytes strictly between the fewest and the budget-1.0 plan's.
 """
 
 from __future__ import annotations
 
 import torch
-from hypothesis import given
+from hypothesis import event, given, reject
 from hypothesis import strategies as st
 
 from refimpl.expect.partition_brute import SaveProblem
 from refimpl.expect.partition_expect import backward_flops, bound_bytes, measured
+from refimpl.expect.partition_knapsack import (
+    KNAPSACK_SOLVERS,
+    TooManyItems,
+    bytes_of_every_choice,
+    knapsack_items,
+)
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
 from refimpl.properties.test_partition_properties import (
@@ -87,3 +103,44 @@ def test_partition_profile_plan_saves_a_matmul_it_has_room_for(refimpl_backend, 
             f"for the largest FLOP-bearing value ({largest} bytes), yet the backward "
             f"recomputes FLOPs: expected at most {run.backward_flops} (the no-recompute "
             f"backward's), observed {observed}")
+
+
+@st.composite
+def amax_chains(draw) -> ProgramSpec:
+    """``x -> mm -> v * v.amax(1) (or v.sum(1)) -> nonlinear``, once or twice: the amax's
+    backward reads a tie mask and its count, two ops only the backward needs; the last
+    value is the output."""
+    n, width = draw(st.integers(1, 4)), draw(st.integers(2, 6))
+    steps: list[Step] = []
+    for _ in range(draw(st.integers(1, 2))):
+        out = draw(st.integers(2, 6))
+        steps.append(Step("mm", "mm", (len(steps),), out))
+        steps.append(Step("reduction", draw(st.sampled_from(["amax", "amax", "sum"])),
+                          (len(steps),), out))
+        steps.append(Step("pointwise", draw(st.sampled_from(NONLINEAR)), (len(steps),), out))
+    return ProgramSpec(n, width, tuple(steps), outputs=(len(steps),))
+
+
+@given(spec=amax_chains(), budget=BUDGETS, solver=st.sampled_from(KNAPSACK_SOLVERS))
+def test_partition_profile_knapsack_keeps_only_items(refimpl_backend, spec, budget, solver):
+    require_promise(refimpl_backend, "modelled_knapsack")
+    compile_fn = component(refimpl_backend, "compile")
+    run, expected = expected_of(spec)
+    problem = run.backward_problem
+    try:
+        choices = bytes_of_every_choice(problem, knapsack_items(problem, "profile"))
+    except TooManyItems:
+        event("too many knapsack items to try every choice")
+        reject()
+    fn = spec.make()
+    torch._dynamo.reset()  # programs share one code object: no cache, no recompile limit
+    with torch._functorch.config.patch(activation_memory_budget_runtime_estimator="profile",
+                                       activation_memory_budget_solver=solver):
+        high = measured(compile_fn(fn, memory_budget=1.0), spec)[0]
+        saved = measured(compile_fn(fn, memory_budget=budget), spec)[0]
+    reach(expected.min_bytes < saved < high)
+    why = reproducer(spec, budget=budget, solver=solver, runtime_estimator="profile",
+                     backend=refimpl_backend.name)
+    assert saved in choices | {high}, (
+        f"{why}\nsaved bytes: expected the cut of some choice of knapsack items, one of "
+        f"{sorted(choices)}, or the budget-1.0 plan's {high}; observed {saved}")

@@ -6,7 +6,9 @@ torch's partitioner, for a budget strictly between 0 and 1 and a knapsack solver
 1. **Items.** The forward nodes worth deciding: each owns its storage (not a view, not a
    primal), is savable, not banned (random, mutating), costs FLOPs to recompute, is needed
    by the forward outputs (work only the backward reads runs once in any plan) and by the
-   backward. Memory: its storage's bytes; runtime: its FLOPs (torch's formulas).
+   backward. Memory: its storage's bytes; runtime: its FLOPs (torch's formulas), or
+   under the ``profile`` estimator its measured time (then an op without FLOPs is an item
+   too, and the property checks the plan against every choice: :func:`bytes_of_every_choice`).
 2. **Knapsack.** Choose items to keep (not recompute) within ``capacity = bound - min``
    bytes, maximising the kept runtime: ``greedy`` takes items by runtime per byte, highest
    first (graph order among equals), each one that still fits; ``ilp`` is exact, and among
@@ -35,20 +37,30 @@ from refimpl.expect.partition_brute import SaveProblem
 
 #: the knapsack heuristics modelled here (torch's ``activation_memory_budget_solver``).
 KNAPSACK_SOLVERS = ("greedy", "ilp")
+#: torch's ``activation_memory_budget_runtime_estimator`` values: an item's runtime is its
+#: FLOPs, or its measured time
+ESTIMATORS = ("flops", "profile")
 #: the ``ilp`` enumeration is 2**items; more items than this is not a valid example.
 MAX_ITEMS = 14
+#: :func:`bytes_of_every_choice` solves the brute force once per subset: fewer items
+MAX_CHOICE_ITEMS = 8
 
 
 class TooManyItems(ValueError):
     """The program has more knapsack items than :data:`MAX_ITEMS`."""
 
 
-def knapsack_items(problem: SaveProblem) -> list[int]:
-    """Step 1 (module docstring): the items' node indices, in graph order."""
+def knapsack_items(problem: SaveProblem, estimator: str = "flops") -> list[int]:
+    """Step 1 (module docstring): the items' node indices, in graph order. Under the
+    ``profile`` runtime estimator every op is timed, so an item need not cost FLOPs (a
+    reduction, a pointwise op is one too)."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator={estimator!r} is not one of {', '.join(ESTIMATORS)}")
     forward, needed = problem.forward_needed, problem.needed
     return [i for i, n in enumerate(problem.nodes)
             if not n.primal and not n.banned and n.savable and n.storage == i
-            and n.bytes > 0 and n.flops > 0 and i in forward and i in needed]
+            and n.bytes > 0 and (n.flops > 0 or estimator == "profile")
+            and i in forward and i in needed]
 
 
 def greedy_choice(memories: list[int], runtimes: list[int], capacity: int) -> tuple[int, ...]:
@@ -98,3 +110,13 @@ def _min_bytes_keeping(problem: SaveProblem, kept: set[int]) -> int:
     nodes = tuple(replace(n, banned=True) if i in kept else n
                   for i, n in enumerate(problem.nodes))
     return replace(problem, nodes=nodes).plans()[0].bytes
+
+
+def bytes_of_every_choice(problem: SaveProblem, items: list[int]) -> set[int]:
+    """Step 3 for every subset of ``items``: the bytes of each plan some knapsack choice
+    leads to. Under the ``profile`` estimator the runtimes are timings no property can know,
+    so this set, not one figure, is what a plan may keep."""
+    if len(items) > MAX_CHOICE_ITEMS:
+        raise TooManyItems(f"{len(items)} knapsack items > MAX_CHOICE_ITEMS={MAX_CHOICE_ITEMS}")
+    return {_min_bytes_keeping(problem, set(choice)) for size in range(len(items) + 1)
+            for choice in itertools.combinations(items, size)}
