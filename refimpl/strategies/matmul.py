@@ -1,10 +1,11 @@
 """Hypothesis strategies for the mm family: shapes that fit together, and the call.
 
 :func:`matmul_cases` draws a :class:`MatmulCase`: an op (mm, addmm, bmm, baddbmm, addbmm,
-mv, addmv, dot, outer, addr) with sizes ``batch, m, k, n`` (each >= 1) and, for the ops with
-a bias, a bias shape that broadcasts to the result, and the ``beta``/``alpha`` scalars it
-passes by keyword (none, one or both; pytorch/pytorch#98247's formula raised on a keyword it
-did not expect). It shrinks towards ``mm`` of 1x1 by 1x1.
+mv, addmv, dot, outer, addr) with sizes ``batch, m, k, n`` (each >= 1; in one case in four,
+one of them past 256) and, for the ops with a bias, a bias shape that broadcasts to the
+result, and the ``beta``/``alpha`` scalars it passes by keyword (none, one or both;
+pytorch/pytorch#98247's formula raised on a keyword it did not expect). It shrinks towards
+``mm`` of 1x1 by 1x1.
 """
 
 from __future__ import annotations
@@ -75,10 +76,19 @@ class MatmulCase:
         return getattr(torch, self.op)(*args, **dict(self.scalars))
 
 
-def matmul_dims(max_size: int = 6) -> st.SearchStrategy[tuple[int, int, int, int]]:
-    """(batch, m, k, n), each in [1, max_size]."""
-    size = st.integers(1, max_size)
-    return st.tuples(size, size, size, size)
+#: sizes past CPython's cache of small ints (-5 to 256): two equal sizes read off two
+#: tensors are two objects there, so a size compared with ``is`` instead of ``==`` differs
+LARGE_SIZES = st.integers(257, 300)
+
+
+@st.composite
+def matmul_dims(draw, max_size: int = 6) -> tuple[int, int, int, int]:
+    """(batch, m, k, n), each in [1, max_size], but in a quarter of the cases one of them
+    (drawn) from :data:`LARGE_SIZES` (one only: the product stays small)."""
+    dims = [draw(st.integers(1, max_size)) for _ in range(4)]
+    if draw(st.integers(0, 3)) == 3:
+        dims[draw(st.integers(0, 3))] = draw(LARGE_SIZES)
+    return (dims[0], dims[1], dims[2], dims[3])
 
 
 @st.composite
