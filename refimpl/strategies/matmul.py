@@ -1,11 +1,11 @@
 """Hypothesis strategies for the mm family: shapes that fit together, and the call.
 
 :func:`matmul_cases` draws a :class:`MatmulCase`: an op (mm, addmm, bmm, baddbmm, addbmm,
-mv, addmv, dot, outer, addr) with sizes ``batch, m, k, n`` (each >= 1; in one case in four,
-one of them past 256) and, for the ops with a bias, a bias shape that broadcasts to the
-result, and the ``beta``/``alpha`` scalars it passes by keyword (none, one or both;
-pytorch/pytorch#98247's formula raised on a keyword it did not expect). It shrinks towards
-``mm`` of 1x1 by 1x1.
+mv, addmv, dot, outer, addr) with sizes ``batch, m, k, n`` (each >= 1; with ``large``, in
+one case in four, one of them past 256) and, for the ops with a bias, a bias shape that
+broadcasts to the result, and the ``beta``/``alpha`` scalars it passes by keyword (none, one
+or both; pytorch/pytorch#98247's formula raised on a keyword it did not expect). It shrinks
+towards ``mm`` of 1x1 by 1x1.
 """
 
 from __future__ import annotations
@@ -81,32 +81,36 @@ class MatmulCase:
 LARGE_SIZES = st.integers(257, 300)
 
 
-@st.composite
-def matmul_dims(draw, max_size: int = 6) -> tuple[int, int, int, int]:
-    """(batch, m, k, n), each in [1, max_size], but in a quarter of the cases one of them
-    (drawn) from :data:`LARGE_SIZES` (one only: the product stays small)."""
-    dims = [draw(st.integers(1, max_size)) for _ in range(4)]
-    if draw(st.integers(0, 3)) == 3:
-        dims[draw(st.integers(0, 3))] = draw(LARGE_SIZES)
-    return (dims[0], dims[1], dims[2], dims[3])
+def matmul_dims(max_size: int = 6) -> st.SearchStrategy[tuple[int, int, int, int]]:
+    """(batch, m, k, n), each in [1, max_size]."""
+    size = st.integers(1, max_size)
+    return st.tuples(size, size, size, size)
 
 
 @st.composite
 def matmul_cases(draw, ops: st.SearchStrategy[str] | None = None,
-                 max_size: int = 6) -> MatmulCase:
-    """A MatmulCase with valid shapes; ``ops`` narrows the ops drawn."""
+                 max_size: int = 6, large: bool = False) -> MatmulCase:
+    """A MatmulCase with valid shapes; ``ops`` narrows the ops drawn. With ``large``, in a
+    quarter of the cases one size (drawn) is from :data:`LARGE_SIZES` instead (one only: the
+    product stays small)."""
     op = draw(ops if ops is not None else st.sampled_from(list(MATMUL_OPS)))
     if op not in MATMUL_OPS:
         raise ValueError(f"matmul_cases: op={op!r} is not one of {sorted(MATMUL_OPS)}")
-    b, m, k, n = draw(matmul_dims(max_size))
-    bias = None
+    dims = list(draw(matmul_dims(max_size)))
+    kept: tuple[bool, ...] | None = None
     if op.startswith("add") or op == "baddbmm":
-        full = MATMUL_OPS[op][1](b, m, k, n)
         # drop leading dims and set some to 1: shapes that broadcast to the result
-        keep = draw(st.integers(0, len(full)))
-        bias = tuple(d if draw(st.booleans()) else 1 for d in full[len(full) - keep:])
+        rank = len(MATMUL_OPS[op][1](*dims))
+        kept = tuple(draw(st.booleans()) for _ in range(draw(st.integers(0, rank))))
     scalars: tuple[tuple[str, float], ...] = ()
     if op in SCALED_OPS:
         names = draw(st.sampled_from(_KEYWORD_SETS))
         scalars = tuple((name, draw(st.sampled_from([0.5, 2.0]))) for name in names)
+    if large and draw(st.integers(0, 3)) == 3:
+        dims[draw(st.integers(0, 3))] = draw(LARGE_SIZES)
+    b, m, k, n = dims
+    bias = None
+    if kept is not None:
+        full = MATMUL_OPS[op][1](b, m, k, n)
+        bias = tuple(d if keep else 1 for d, keep in zip(full[len(full) - len(kept):], kept))
     return MatmulCase(op, b, m, k, n, bias, scalars)
