@@ -376,6 +376,23 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "refimpl/partition/knapsack.py:51 core/NumberReplacer 13":
         (_PARTITION_EQ + "test_knapsack_51_the_dp_front_is_the_same_without_the_runtime_tie_break",
          "the front returns the first state of greatest runtime in memory order either way"),
+    # shown after the first run of seed 937988035 (it counted it as a survivor):
+    "refimpl/partition/candidates.py:124 core/ReplaceComparisonOperator_Eq_GtE 6":
+        (_PARTITION_EQ + "test_candidates_124_role_ge_forward_adds_only_primals_which_no_plan_"
+         "recomputes",
+         "on the forward side >= 'forward' adds primals, which no plan recomputes"),
+    "refimpl/partition/partitioner.py:39 core/NumberReplacer 2":
+        (_PARTITION_EQ + "test_partitioner_39_a_span_floor_of_one_gives_the_same_bound",
+         "where max <= min the bound is clamped to max either way (all pairs 0-40)"),
+    "refimpl/partition/runtime.py:151 core/ReplaceComparisonOperator_NotEq_Gt 0":
+        (_PARTITION_EQ + "test_runtime_151_call_function_is_the_least_node_op",
+         "every other legal fx node op sorts after 'call_function'"),
+    "refimpl/partition/knapsack.py:38 core/ReplaceComparisonOperator_Lt_Eq 2":
+        (_PARTITION_EQ + "test_knapsack_38_no_solve_gives_the_knapsack_a_capacity_below_one",
+         "solve returns the min plan when the bound leaves no room: the capacity is >= 1"),
+    "refimpl/partition/exact.py:163 core/NumberReplacer 62":
+        (_PARTITION_EQ + "test_exact_163_the_first_programme_is_never_infeasible",
+         "the bound is at least the min plan's bytes, a feasible point: never infeasible"),
     "refimpl/layout/decision.py:43 core/ReplaceComparisonOperator_Gt_NotEq 0":
         (_LAYOUT_EQ + "test_conv_groups_are_positive",
          "torch refuses groups < 1: > 0 and != 0 agree on every groups a conv can have"),

@@ -1,5 +1,7 @@
-"""Partition mutants (of seeds 731252159 and 146862235) that no program can tell apart from
-the original, each shown equal on its whole (finite) domain, not asserted.
+"""Partition mutants that no program can tell apart from the original, each shown equal on
+its whole (finite) domain, not asserted: the survivors of each seed's run that were, grouped
+by that seed (benchmarks/mutation_score.py's ``EQUIVALENT`` names each test), and a few
+registered before any seed drew them.
 
 ``refimpl/partition/graph.py:76``, ``n.role == "backward"`` -> ``n.role <= "backward"``: a
 joint node's role is one of the five names ``fx_edge`` assigns (``JointNode.role``), and of
@@ -32,6 +34,7 @@ from refimpl.partition import (
     candidates,
     cost,
     cut,
+    exact,
     fx_edge,
     knapsack,
     mincut,
@@ -316,18 +319,34 @@ def test_knapsack_90_the_bound_at_max_is_the_max_plans_own_int(monkeypatch):
 # --- seed 4198725056's partition survivors shown equivalent (the partition helper, session 3)
 
 
+def _mutated_method(method, pick, change):
+    """``method`` compiled from refimpl's own source with one AST node changed: ``pick``
+    chooses the nodes (exactly one must match) and ``change`` edits it in place."""
+    tree = ast.parse(inspect.cleandoc("\n" + inspect.getsource(method)))
+    found = [node for node in ast.walk(tree) if pick(node)]
+    assert len(found) == 1, [ast.unparse(node) for node in found]
+    change(found[0])
+    namespace: dict = {}
+    exec(compile(tree, "<mutant>", "exec"), vars(inspect.getmodule(method)).copy(), namespace)
+    return namespace[method.__name__]
+
+
+def _flows_agree(mutant_class, original_class=mincut.Network) -> None:
+    """The mutant's flow and source side equal the original's on every network of
+    :func:`_networks`."""
+    for (net, s, t), (twin, _, _) in zip(_networks(original_class), _networks(mutant_class)):
+        assert mincut.max_flow_source_side(net, s, t) == \
+            mincut.max_flow_source_side(twin, s, t)
+
+
 def _mutated_augment():
     """``Network.augment`` with the level test ``==`` made ``>=`` (mincut.py:71's mutant),
     compiled from refimpl's own source so that the rest of the method is today's."""
-    source = inspect.cleandoc("\n" + inspect.getsource(mincut.Network.augment))
-    tree = ast.parse(source)
-    compares = [c for c in ast.walk(tree) if isinstance(c, ast.Compare)
-                and isinstance(c.ops[0], ast.Eq) and ast.unparse(c.left).startswith("level")]
-    assert len(compares) == 1, [ast.unparse(c) for c in compares]
-    compares[0].ops = [ast.GtE()]
-    namespace: dict = {}
-    exec(compile(tree, "<mutant>", "exec"), vars(mincut).copy(), namespace)
-    return namespace["augment"]
+    return _mutated_method(
+        mincut.Network.augment,
+        lambda c: isinstance(c, ast.Compare) and isinstance(c.ops[0], ast.Eq)
+        and ast.unparse(c.left).startswith("level"),
+        lambda c: setattr(c, "ops", [ast.GtE()]))
 
 
 class _Checked(mincut.Network):
@@ -368,9 +387,7 @@ def test_mincut_71_level_ge_is_level_eq():
     does. Shown: the invariant at every augment of 4,396 networks (all 4,096 on 4 vertices
     with unit capacities, 300 seeded on 6), and the mutant's flow and cut side equal the
     original's on each."""
-    mutant = type("Mutant", (mincut.Network,), {"augment": _mutated_augment()})
-    for (net, s, t), (twin, _, _) in zip(_networks(_Checked), _networks(mutant)):
-        assert mincut.max_flow_source_side(net, s, t) == mincut.max_flow_source_side(twin, s, t)
+    _flows_agree(type("Mutant", (mincut.Network,), {"augment": _mutated_augment()}), _Checked)
 
 
 def test_region_57_role_ge_forward_is_role_eq_forward_off_placeholders():
@@ -853,24 +870,6 @@ def test_graph_31_every_joint_node_is_built_by_keyword():
 # --- seed 2725162462's partition survivors shown equivalent (after its first run)
 
 
-def _mutated_method(method, pick, change):
-    """``method`` compiled from refimpl's own source with one AST node changed: ``pick``
-    chooses the nodes (exactly one must match) and ``change`` edits it in place."""
-    tree = ast.parse(inspect.cleandoc("\n" + inspect.getsource(method)))
-    found = [node for node in ast.walk(tree) if pick(node)]
-    assert len(found) == 1, [ast.unparse(node) for node in found]
-    change(found[0])
-    namespace: dict = {}
-    exec(compile(tree, "<mutant>", "exec"), vars(inspect.getmodule(method)).copy(), namespace)
-    return namespace[method.__name__]
-
-
-def _flows_agree(mutant_class) -> None:
-    for (net, s, t), (twin, _, _) in zip(_networks(mincut.Network), _networks(mutant_class)):
-        assert mincut.max_flow_source_side(net, s, t) == \
-            mincut.max_flow_source_side(twin, s, t)
-
-
 def test_mincut_52_any_negative_level_marks_an_unreached_vertex():
     """``refimpl/partition/mincut.py:52``, the BFS's "unreached" level ``-1`` -> ``-2``: a
     level is only ever read as ``< 0`` (unreached), ``>= 0`` (the cut's source side) or
@@ -935,3 +934,121 @@ def test_knapsack_51_the_dp_front_is_the_same_without_the_runtime_tie_break():
                         knapsack.dp(list(memories), list(runtimes), capacity), \
                         (memories, runtimes, capacity)
     assert cases == 44_280
+
+
+# --- seed 937988035's partition survivors shown equivalent (after its first run)
+
+
+def test_candidates_124_role_ge_forward_adds_only_primals_which_no_plan_recomputes(
+        monkeypatch):
+    """``refimpl/partition/candidates.py:124``, ``n.role == "forward"`` -> ``n.role >=
+    "forward"`` in ``runtime_bans``: it reads the forward side only (roles ``primal`` and
+    ``forward``), and of those ``>= "forward"`` adds the primals: graph inputs, which a
+    plan never recomputes, so banning their recomputation bans nothing. Shown: on every
+    graph below the mutant's bans differ from the original's by primals alone, and with
+    the mutant in its place every solver makes the same plans at budgets 0, 0.3, 0.7 and
+    1."""
+    assert _role_literals() == set(ROLES)
+    assert [r for r in ("primal", "forward") if r >= "forward"] == ["primal", "forward"]
+    mutant = _mutated_method(
+        candidates.runtime_bans,
+        lambda c: isinstance(c, ast.Compare) and isinstance(c.ops[0], ast.Eq)
+        and ast.unparse(c.left) == "n.role",
+        lambda c: setattr(c, "ops", [ast.GtE()]))
+    added = set()
+    for graph in _graphs():
+        extra = mutant(graph) - candidates.runtime_bans(graph)
+        assert all(graph.by_name[name].role == "primal" for name in extra), extra
+        added |= extra
+    assert added  # the mutant does ban primals here: the plans below are the test
+    runs = [(k, solver) for k in range(len(_graphs()))
+            for solver in sorted(partitioner.SOLVER_MODULES)
+            if k == 0 or solver != "brute"]  # brute enumerates the small graph only
+
+    def plans():
+        graphs = _graphs()
+        return [partitioner.choose_many(graphs[k], [0.0, 0.3, 0.7, 1.0],
+                                        PartitionOptions(solver=solver)) for k, solver in runs]
+
+    expected = plans()
+    monkeypatch.setattr(candidates, "runtime_bans", mutant)
+    assert plans() == expected
+
+
+def test_partitioner_39_a_span_floor_of_one_gives_the_same_bound():
+    """``refimpl/partition/partitioner.py:39``, ``span = max(max_bytes - min_bytes, 0)`` ->
+    ``max(..., 1)``: the two differ only where ``max_bytes <= min_bytes``, and there the
+    bound is clamped to ``max_bytes`` either way (``min(max_bytes, floor(min + ...))`` with
+    ``floor(min + ...) >= min >= max``). Shown on every pair of byte counts 0-40 and every
+    budget of a 0.05 grid, with the mutant compiled from refimpl's own source."""
+    mutant = _mutated_method(
+        partitioner.budget_bound,
+        lambda n: isinstance(n, ast.Call) and ast.unparse(n.func) == "max"
+        and ast.unparse(n.args[1]) == "0",
+        lambda n: setattr(n.args[1], "value", 1))
+    budgets = [round(0.05 * i, 2) for i in range(21)]
+    for lo, hi, budget in itertools.product(range(41), range(41), budgets):
+        assert mutant(lo, hi, budget) == partitioner.budget_bound(lo, hi, budget), \
+            (lo, hi, budget)
+
+
+def test_runtime_151_call_function_is_the_least_node_op():
+    """``refimpl/partition/runtime.py:151``, ``node.op != "call_function"`` -> ``node.op >
+    "call_function"``: of torch.fx's legal node ops every other one sorts after
+    ``"call_function"``, so ``>`` holds exactly where ``!=`` does; shown on fx's list of
+    legal ops, which every node of a joint graph's op is one of."""
+    from torch.fx.node import _legal_ops
+
+    assert "call_function" in _legal_ops
+    assert all((op > "call_function") == (op != "call_function") for op in _legal_ops)
+    joint = trace_joint(_program, torch.randn(3, 4, requires_grad=True),
+                        torch.randn(4, 5, requires_grad=True))[0]
+    assert {node.op for node in joint.graph.nodes} <= set(_legal_ops)
+
+
+def test_knapsack_38_no_solve_gives_the_knapsack_a_capacity_below_one(monkeypatch):
+    """``refimpl/partition/knapsack.py:38``, ``capacity < 0`` -> ``capacity == 0`` in the
+    solvers' argument check: the two differ only on a capacity of 0 (the mutant raises) or
+    below 0 (it does not). ``knapsack.solve`` returns the ``min`` plan when the bound leaves
+    no room above it (``bound <= low.bytes``), so the capacity it passes, ``bound -
+    low.bytes``, is at least 1. Shown: every capacity the knapsack solvers get at budgets 0,
+    0.3, 0.7 and 1 - 1e-10 on the graphs below is >= 1."""
+    capacities = []
+    original = knapsack.choose_items
+
+    def recording(solver, memories, runtimes, capacity):
+        capacities.append(capacity)
+        return original(solver, memories, runtimes, capacity)
+
+    monkeypatch.setattr(knapsack, "choose_items", recording)
+    for graph in _graphs():
+        for solver in ("dp", "greedy", "ilp"):
+            partitioner.choose_many(graph, [0.0, 0.3, 0.7, 1 - 1e-10],
+                                    PartitionOptions(solver=solver))
+    assert capacities and min(capacities) >= 1, capacities
+
+
+def test_exact_163_the_first_programme_is_never_infeasible(monkeypatch):
+    """``refimpl/partition/exact.py:163``, the infeasibility message's ``caps[0]`` ->
+    ``caps[1]``: the first of the exact solver's two programmes has one cap, so the mutant
+    raises ``IndexError`` instead of ``InfeasibleBudget`` where that programme is
+    infeasible (the second has two caps: the same error, another figure). It never is: the
+    partitioner's bound is at least the ``min`` plan's bytes (``budget_bound`` clamps to
+    ``[min, max]`` and ``min <= max``), and the ``min`` plan satisfies the programme.
+    Shown: every HiGHS solve of every graph below at budgets 0, 0.3, 0.7 and 1 - 1e-10
+    ends feasible (status 0), and ``min <= max`` on each."""
+    statuses = []
+    original = exact.milp
+
+    def recording(*args, **kwargs):
+        result = original(*args, **kwargs)
+        statuses.append(result.status)
+        return result
+
+    monkeypatch.setattr(exact, "milp", recording)
+    for graph in _graphs():
+        bans = partitioner.bans_and_bounds(graph)
+        assert bans.low.bytes <= bans.high.bytes
+        partitioner.choose_many(graph, [0.0, 0.3, 0.7, 1 - 1e-10],
+                                PartitionOptions(solver="exact"))
+    assert statuses and set(statuses) == {0}, statuses
