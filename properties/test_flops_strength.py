@@ -119,8 +119,8 @@ def test_conv_kernels_are_hand_derived(refimpl_backend, cfg, data):
 def test_every_matmul_op_is_2bmkn(refimpl_backend, data):
     """Every op of :data:`MATMUL_NAMES` in every example (one drawn op per example left ``mv`` out
     of the 15 derandomised ``ci`` examples), each with its own drawn sizes, in a quarter of
-    the cases one of them past 256 (where two equal sizes read off two tensors are two int
-    objects: a formula that compares sizes with ``is`` raises or miscounts)."""
+    the cases one size the op uses past 256 (where two equal sizes read off two tensors are
+    two int objects: a formula that compares sizes with ``is`` raises or miscounts)."""
     wrong, total = {}, 0
     for op in MATMUL_NAMES:
         case = data.draw(matmul_cases(ops=st.just(op), large=True), label=op)

@@ -224,10 +224,11 @@ def _meets_the_open_stride_bug(gm: torch.fx.GraphModule) -> bool:
 
 
 def on_device(case, device: str):
-    """``case`` (a :func:`node_cases` draw) with its module, input and graph on ``device``.
-    The graph holds its own reference to each buffer the module had when it was traced (a
-    parameter is reached through the shared submodule), so moving the module alone leaves the
-    graph's buffers behind (a GPU check's ``to_5d`` chain added a CPU buffer to a CUDA value)."""
+    """``case`` (a :func:`node_cases` draw) with its module, input and graph on ``device``:
+    the module and graph are moved in place (``Module.to``), the input copied. The graph holds
+    its own reference to each buffer the module had when it was traced (a parameter is
+    reached through the shared submodule), so moving the module alone leaves the graph's
+    buffers behind (a GPU check's ``to_5d`` chain added a CPU buffer to a CUDA value)."""
     what, module, x, gm = case
     return what, module.to(device), x.to(device), gm.to(device)
 
@@ -237,7 +238,8 @@ def test_every_node_is_laid_out_as_the_rule_plans(refimpl_backend, case, device)
     """The property docstring's three checks on one drawn graph."""
     if provided_by(refimpl_backend, "layout") == "layout_compiler":
         pytest.skip("a layout compiler gives no FX graph whose values could be read")
-    if _meets_the_open_stride_bug(case[3]):
+    _, _, _, traced = case
+    if _meets_the_open_stride_bug(traced):
         reject()
     what, module, x, gm = on_device(case, device)
     inputs = [x]

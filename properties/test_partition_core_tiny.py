@@ -38,7 +38,7 @@ from refimpl.expect.partition_expect import (
     bound_bytes,
     measured,
 )
-from refimpl.expect.partition_knapsack import expected_bytes, knapsack_items
+from refimpl.expect.partition_knapsack import KNAPSACK_SOLVERS, expected_bytes, knapsack_items
 from refimpl.memory import measure_saved
 from refimpl.oracle import component
 from refimpl.properties.reach import reach
@@ -101,7 +101,7 @@ def _pair(n: int, width: int, outs: tuple[int, int]) -> ProgramSpec:
 
 
 @given(n=st.integers(2, 4), pair=st.sampled_from(PAIRS),
-       solver=st.sampled_from(["ilp", "greedy"]))
+       solver=st.sampled_from(KNAPSACK_SOLVERS))
 def test_partition_knapsack_room_for_one(refimpl_backend, n, pair, solver):
     """For a target that promises it (``partition_promise.modelled_knapsack``), with torch's
     ``activation_memory_budget_solver`` set to a knapsack heuristic, on two matmuls of

@@ -3,8 +3,9 @@
 The other partition properties hold a plan to invariants (within the bound, no more
 recompute than the optimum, results as eager's); a solver can keep those and still make a
 different plan than the one the objective asks for. Here, on programs small enough to
-enumerate (:func:`~refimpl.strategies.programs.tied_matmuls`: two or three matmuls of
-widths 2 and 4, so that save-sets of equal bytes and equal FLOPs recur), the plan the
+enumerate (:func:`~refimpl.strategies.programs.tied_matmuls`: two or three matmuls into
+widths 2 and 4, from an input of width 2, 4 or 8, so that save-sets of equal bytes and equal
+FLOPs recur, and a smaller value can cost more FLOPs than a larger one), the plan the
 target makes at a budget must be THE plan docs/design.md's objective prefers within the
 bound: the fewest recompute FLOPs, then the fewest bytes
 (:meth:`~refimpl.expect.partition_expect.Expected.best_within`, over the brute force of

@@ -141,18 +141,21 @@ def test_recomputation_is_measured_against_each_sides_own_backward():
     (widths 9, 1, 1) and a nonlinearity each, budget 0.05. Both plans recompute the one
     counted matmul (126 FLOPs) and save nothing the meter counts; less eager's backward
     instead of each side's own budget-1.0 backward, inductor's recomputation read
-    ``42 + 126 - 308 = -140`` (its lowering hides the unit-dimension matmuls from the
-    counter), and the differential property failed on refimpl's 0."""
+    ``42 + 126 - 308 = -140`` (its lowering runs most gradient matmuls of inner dimension 1
+    as multiplies, which the counter does not count), and the differential property failed
+    on refimpl's 0."""
     spec = ProgramSpec(1, 7, (
         Step("mm", "mm", (0,), 9), Step("pointwise", "cos", (1,), 9),
         Step("mm", "mm", (0,), 1), Step("pointwise", "cos", (3,), 1),
         Step("mm", "mm", (0,), 1), Step("pointwise", "sin", (5,), 1)), outputs=(2, 4, 6))
     fn = spec.make()
-    plans = []
-    assert recomputation(refimpl_compile(plans), fn, spec, 0.05) == (0, 126)
+    assert recomputation(refimpl_compile([]), fn, spec, 0.05) == (0, 126)
     inductor = component(load_backend("inductor"), "compile")
     assert recomputation(inductor, fn, spec, 0.05) == (0, 126)
     torch._dynamo.reset()
     _, eager_backward = measure(fn, spec)
     _, inductor_backward = measure(inductor(fn, memory_budget=0.05), spec)
-    assert inductor_backward - eager_backward < 0  # what the old measure read
+    assert eager_backward == 308
+    # what the old measure read: -140 on 2.11 to 2.14 (42 + 126 - 308), -182 on 2.10, whose
+    # inductor hides the 42 too
+    assert inductor_backward - eager_backward in (-140, -182)

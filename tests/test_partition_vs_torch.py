@@ -1,6 +1,7 @@
 """Never worse than torch: refimpl recomputes no more than torch's partitioner where torch's
 plan fits refimpl's bound, measured with the meter and the FLOP counter; and docs/findings.md
-Partitioner 3 pinned (torch recomputes four times the FLOPs at equal saved bytes)."""
+Partitioner 3 (torch recomputes four times the FLOPs at equal saved bytes) and the smallest
+program of Partitioner 2 (torch keeps a one-op program's budget-1.0 bytes at 0.5) pinned."""
 
 from __future__ import annotations
 

@@ -37,8 +37,8 @@ from refimpl.expect.partition_brute import SaveProblem
 
 #: the knapsack heuristics modelled here (torch's ``activation_memory_budget_solver``).
 KNAPSACK_SOLVERS = ("greedy", "ilp")
-#: torch's ``activation_memory_budget_runtime_estimator`` values: an item's runtime is its
-#: FLOPs, or its measured time
+#: the ``activation_memory_budget_runtime_estimator`` values modelled here (torch's
+#: ``"testing"`` is not): an item's runtime is its FLOPs, or its measured time
 ESTIMATORS = ("flops", "profile")
 #: the ``ilp`` enumeration is 2**items; more items than this is not a valid example.
 MAX_ITEMS = 14
@@ -47,7 +47,8 @@ MAX_CHOICE_ITEMS = 8
 
 
 class TooManyItems(ValueError):
-    """The program has more knapsack items than :data:`MAX_ITEMS`."""
+    """The program has more knapsack items than :data:`MAX_ITEMS` (or, for
+    :func:`bytes_of_every_choice`, :data:`MAX_CHOICE_ITEMS`)."""
 
 
 def knapsack_items(problem: SaveProblem, estimator: str = "flops") -> list[int]:

@@ -2,10 +2,10 @@
 
 :func:`matmul_cases` draws a :class:`MatmulCase`: an op (mm, addmm, bmm, baddbmm, addbmm,
 mv, addmv, dot, outer, addr) with sizes ``batch, m, k, n`` (each >= 1; with ``large``, in
-one case in four, one of them past 256) and, for the ops with a bias, a bias shape that
-broadcasts to the result, and the ``beta``/``alpha`` scalars it passes by keyword (none, one
-or both; pytorch/pytorch#98247's formula raised on a keyword it did not expect). It shrinks
-towards ``mm`` of 1x1 by 1x1.
+one case in four, one size the op uses past 256) and, for the ops with a bias, a bias
+shape that broadcasts to the result, and the ``beta``/``alpha`` scalars it passes by keyword
+(none, one or both; pytorch/pytorch#98247's formula raised on a keyword it did not expect).
+It shrinks towards ``mm`` of 1x1 by 1x1.
 """
 
 from __future__ import annotations
@@ -43,6 +43,13 @@ _EFFECTIVE = {  # the (batch, m, k, n) each op multiplies: vector forms set size
     "addmv": lambda b, m, k, n: (1, m, k, 1), "dot": lambda b, m, k, n: (1, 1, k, 1),
     "outer": lambda b, m, k, n: (1, m, 1, n), "addr": lambda b, m, k, n: (1, m, 1, n),
 }
+
+
+def _used_sizes(op: str) -> tuple[int, ...]:
+    """Positions in (batch, m, k, n) of the sizes ``op`` multiplies (by :data:`_EFFECTIVE`,
+    read with four distinct primes: a size the op leaves out is set to 1)."""
+    primes = (2, 3, 5, 7)
+    return tuple(i for i, p in enumerate(primes) if p in _EFFECTIVE[op](*primes))
 
 
 @dataclass(frozen=True)
@@ -91,8 +98,8 @@ def matmul_dims(max_size: int = 6) -> st.SearchStrategy[tuple[int, int, int, int
 def matmul_cases(draw, ops: st.SearchStrategy[str] | None = None,
                  max_size: int = 6, large: bool = False) -> MatmulCase:
     """A MatmulCase with valid shapes; ``ops`` narrows the ops drawn. With ``large``, in a
-    quarter of the cases one size (drawn) is from :data:`LARGE_SIZES` instead (one only: the
-    product stays small)."""
+    quarter of the cases one of the sizes the op uses (drawn) is from :data:`LARGE_SIZES`
+    instead (one only: the product stays small)."""
     op = draw(ops if ops is not None else st.sampled_from(list(MATMUL_OPS)))
     if op not in MATMUL_OPS:
         raise ValueError(f"matmul_cases: op={op!r} is not one of {sorted(MATMUL_OPS)}")
@@ -107,7 +114,7 @@ def matmul_cases(draw, ops: st.SearchStrategy[str] | None = None,
         names = draw(st.sampled_from(_KEYWORD_SETS))
         scalars = tuple((name, draw(st.sampled_from([0.5, 2.0]))) for name in names)
     if large and draw(st.integers(0, 3)) == 3:
-        dims[draw(st.integers(0, 3))] = draw(LARGE_SIZES)
+        dims[draw(st.sampled_from(_used_sizes(op)))] = draw(LARGE_SIZES)
     b, m, k, n = dims
     bias = None
     if kept is not None:

@@ -434,20 +434,21 @@ def tied_matmuls(draw, uniform: bool = False, matmuls: int = 3,
                  summaries: bool = True, swapped: bool = False) -> ProgramSpec:
     """Tiny programs with ties drawn on purpose: two to ``matmuls`` matmuls, each reading the
     input ``x`` (of a width in :data:`TIED_INPUT_WIDTHS`) or an earlier nonlinear value, into
-    a width of :data:`TIED_WIDTHS`, read by
-    the backward through a nonlinear op, a quarter of the time through ``e * e.sum(1)``
-    first (the product's backward reads ``e`` and its small sum: a save-set of a few bytes
-    more). The values no later step reads are the outputs. Two matmuls of one shape tie in
-    bytes and FLOPs; a wide one beside a narrow one ties in bytes with two narrow ones, and
-    so on: save-sets of one size recur, and a solver's tie-break decides. With ``uniform`` every
-    matmul is ``(n, w) @ (w, w)`` (the same call, so any runtime estimator prices them
-    alike) and no summary is drawn (a reduction is priced by time but costs no FLOPs); nor
-    without ``summaries`` (fewer forward values: an enumerating solver's limit). With
-    ``swapped`` the first two matmuls are ``x (width 4) @ (4, 2)`` and ``f(that) @ (2, 4)``,
-    or, half the time, ``x (width 2) @ (2, 4)`` and ``f(that) @ (4, 2)``: the same FLOPs,
-    twice the bytes, the tie a knapsack must break towards less memory, with the larger one
-    first or second (a solver that keeps the first of two equal runtimes breaks it by graph
-    order)."""
+    a width of :data:`TIED_WIDTHS`, read by the backward through a nonlinear op, a quarter of
+    the time through ``e * e.sum(1)`` first (the product's backward reads ``e`` and its small
+    sum: a save-set of a few bytes more). The values no later step reads are the outputs.
+    Two matmuls of one shape tie in bytes and FLOPs; a wide one beside a narrow one ties in
+    bytes with two narrow ones, and so on: save-sets of one size recur, and a solver's
+    tie-break decides. A matmul reading a wide ``x`` costs more per byte than one reading a
+    narrow value, so a smaller value can cost more to recompute. With ``uniform`` every
+    matmul is ``(n, w) @ (w, w)``, ``w`` in :data:`TIED_WIDTHS` (the same call, so any
+    runtime estimator prices them alike) and no summary is drawn (a reduction is priced by
+    time but costs no FLOPs); nor without ``summaries`` (fewer forward values: an enumerating
+    solver's limit). With ``swapped`` the first two matmuls are ``x (width 4) @ (4, 2)`` and
+    ``f(that) @ (2, 4)``, or, half the time, ``x (width 2) @ (2, 4)`` and ``f(that) @ (4,
+    2)``: the same FLOPs, twice the bytes, the tie a knapsack must break towards less memory,
+    with the larger one first or second (a solver that keeps the first of two equal runtimes
+    breaks it by graph order)."""
     n = draw(st.integers(2, 4))
     outs = draw(st.sampled_from(((4, 2), (2, 4)))) if swapped else (2, 4)
     width = 6 - outs[0] if swapped else \
