@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from hypothesis import given
+from hypothesis import strategies as st
 from torch import nn
 
 import refimpl
@@ -130,3 +131,19 @@ def test_module_trees_chain_their_widths_and_run(tree):
         out = model(tree.inputs())
     assert tuple(out.shape) == (tree.batch, leaves[-1].width_out)
     assert len(tree.modes) == 3 == len(set(tree.modes))
+
+
+@pytest.mark.parametrize("op", sorted(MATMUL_OPS))
+def test_a_large_case_puts_one_size_the_op_uses_past_256(op):
+    """``matmul_cases(large=True)`` draws, for every op, a case with a size past 256 (CPython's
+    small-int cache) among those the op multiplies, never two of them; the default never
+    draws one."""
+    case = find_example(matmul_cases(ops=st.just(op), large=True),
+                        lambda c: max(c.multiplied) > 256)
+    assert sum(size > 256 for size in (case.batch, case.m, case.k, case.n)) == 1, case
+
+    @given(matmul_cases(ops=st.just(op)))
+    def small(case):
+        assert max(case.batch, case.m, case.k, case.n) <= 6, case
+
+    small()

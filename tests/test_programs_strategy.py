@@ -21,6 +21,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from refimpl.expect.partition_brute import BruteForceRefused, trace_reference
+from refimpl.expect.partition_knapsack import MAX_CHOICE_ITEMS, knapsack_items
+from refimpl.properties.test_partition_core_tiny import PAIRS
+from refimpl.properties.test_partition_profile import amax_chains
 from refimpl.strategies.programs import (
     KINDS,
     MOTIFS,
@@ -29,6 +32,7 @@ from refimpl.strategies.programs import (
     Step,
     back_to_back_regions,
     programs,
+    tied_matmuls,
 )
 from tests.finding import find_example
 
@@ -223,3 +227,36 @@ def check_regions(spec: ProgramSpec) -> None:
     assert torch.allclose(out, plain_out), (str(spec), out, plain_out)
     for g, p in zip(grads, plain_grads):
         assert (g is None) == (p is None) and (g is None or torch.allclose(g, p)), str(spec)
+
+
+def test_tied_matmuls_read_an_input_of_width_eight():
+    """``tied_matmuls`` (not ``uniform``) draws an ``x`` of width 8, whose matmuls cost more
+    FLOPs per output byte than one reading a narrower value."""
+    spec = find_example(tied_matmuls(), lambda s: s.width == 8)
+    assert any(step.kind == "mm" and step.reads == (0,) for step in spec.steps), str(spec)
+
+
+def test_the_knapsack_pairs_tie_or_make_the_smaller_costlier():
+    """``PAIRS`` of the knapsack room-for-one property: ``x (n, w) @ (w, a)`` then ``(n, a)
+    @ (a, b)``, outputs of ``a`` and ``b`` columns (one twice the other). By hand: in the
+    first two the FLOPs tie (``2nwa == 2nab``), in the last two the smaller output's matmul
+    costs twice the larger's."""
+    for k, (w, (a, b)) in enumerate(PAIRS):
+        first, second = w * a, a * b  # FLOPs over 2n
+        assert max(a, b) == 2 * min(a, b), PAIRS[k]
+        if k < 2:
+            assert first == second, PAIRS[k]
+        else:
+            smaller_cost, larger_cost = (first, second) if a < b else (second, first)
+            assert smaller_cost == 2 * larger_cost, PAIRS[k]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(spec=amax_chains())
+def test_amax_chains_have_few_enough_items_to_try_every_choice(spec):
+    """``amax_chains`` programs hold at most ``MAX_CHOICE_ITEMS`` profile-estimator knapsack
+    items (its docstring: four ops a block), and an amax's tie mask is forward work only the
+    backward reads (not an item)."""
+    run = trace_reference(spec.make(), spec.inputs(0), seed=0)
+    items = knapsack_items(run.backward_problem, "profile")
+    assert 0 < len(items) <= MAX_CHOICE_ITEMS, (len(items), str(spec))
